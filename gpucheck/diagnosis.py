@@ -1,0 +1,188 @@
+"""Gather every fact once (child probes concurrently), apply the rules, keep the verdict.
+
+A :class:`Diagnosis` starts its probes as soon as it is created, so pytest's
+collection overlaps with them; :meth:`Diagnosis.result` waits for them. An
+interrupt kills every probe child; a diagnosis that could not finish still
+yields a result (root cause ``diagnosis-incomplete``) so the report is written.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from gpucheck import __version__
+from gpucheck.facts import (
+    ChildExit,
+    CudaDriverFacts,
+    Facts,
+    FrameworkFacts,
+    NvmlBasicFacts,
+    ProbeOutcome,
+    from_json,
+    to_json,
+)
+from gpucheck.isolation import ChildRunner
+from gpucheck.model import RUN_LAYER, Finding, Severity, catalog, finding, root_cause, verdict
+from gpucheck.options import Settings
+from gpucheck.probes.host import probe_hardware, probe_kernel
+from gpucheck.probes.visibility import probe_visibility
+
+T = TypeVar("T")
+
+#: Environment the framework child gets: TensorFlow's own log lines are evidence.
+FRAMEWORK_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+
+
+@dataclass(frozen=True)
+class LayerState:
+    layer: str
+    #: "ok", "broken", "degraded", "blocked" or "not checked".
+    state: str
+    finding_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Result:
+    facts: Facts | None
+    partial_facts: dict[str, Any]
+    findings: tuple[Finding, ...]
+    root_cause: Finding | None
+    verdict: str
+    layers: tuple[LayerState, ...]
+    complete: bool
+
+    def blocked_by(self, layer: str) -> Finding | None:
+        """The root cause that blocks ``layer``, if it lies in a lower layer."""
+        rc = self.root_cause
+        if rc is None:
+            return None
+        cat = catalog()
+        return rc if cat.layer_rank(rc.layer) < cat.layer_rank(layer) else None
+
+    def findings_for(self, ids: tuple[str, ...] | list[str]) -> list[Finding]:
+        return [f for f in self.findings if f.id in ids]
+
+    def facts_json(self) -> dict[str, Any]:
+        return to_json(self.facts) if self.facts is not None else self.partial_facts
+
+
+class _Pending(Generic[T]):
+    def __init__(self, name: str, future: Future[tuple[ChildExit, dict[str, Any] | None]], cls: type[T]) -> None:
+        self.name = name
+        self.future = future
+        self.cls = cls
+
+    def outcome(self) -> ProbeOutcome[T]:
+        exit_, data = self.future.result()
+        facts = from_json(self.cls, data) if data is not None else None
+        return ProbeOutcome(self.name, exit_, facts)
+
+
+class Diagnosis:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runner = ChildRunner()
+        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="gpucheck-probe")
+        self._lock = threading.Lock()
+        self._result: Result | None = None
+        timeout = settings.timeout
+        # The slowest first: TensorFlow's import dominates the time to verdict.
+        self._framework = _Pending(
+            "framework", self._pool.submit(self.runner.run, "framework", timeout, FRAMEWORK_ENV), FrameworkFacts
+        )
+        self._cuda = _Pending("cuda", self._pool.submit(self.runner.run, "cuda", timeout), CudaDriverFacts)
+        self._nvml = _Pending("nvml", self._pool.submit(self.runner.run, "nvml", timeout), NvmlBasicFacts)
+        self._pool.shutdown(wait=False)
+
+    def result(self) -> Result:
+        """Wait for the probes (once) and evaluate the rules. Interrupts kill the children."""
+        with self._lock:
+            if self._result is None:
+                try:
+                    self._result = self._evaluate()
+                except BaseException:
+                    self.runner.kill_all()
+                    raise
+            return self._result
+
+    def abandon(self) -> Result:
+        """Stop every probe and return what is known: used when the run ends before the verdict."""
+        self.runner.kill_all()
+        if self._result is not None:
+            return self._result
+        partial: dict[str, Any] = {}
+        for pending in (self._framework, self._cuda, self._nvml):
+            if pending.future.done() and pending.future.exception() is None:
+                partial[pending.name] = to_json(pending.outcome())
+        incomplete = finding(
+            "diagnosis-incomplete",
+            Severity.BLOCKER,
+            summary="The diagnosis did not finish: the run ended before every probe reported.",
+            cause="pytest was interrupted (or stopped) while the probes were still running.",
+            remedy="Run `pytest --gpucheck` again and let it finish; raise --gpucheck-timeout if a probe is slow.",
+            evidence={"finished_probes": sorted(partial)},
+        )
+        return Result(None, partial, (incomplete,), incomplete, "not-accelerated", (), False)
+
+    def _evaluate(self) -> Result:
+        from gpucheck.rules import CHECKED_LAYERS, evaluate
+
+        hardware = probe_hardware()
+        kernel = probe_kernel(len(hardware.nvidia_gpus))
+        visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
+        facts = Facts(
+            hardware=hardware,
+            kernel=kernel,
+            visibility=visibility,
+            cuda=self._cuda.outcome(),
+            nvml=self._nvml.outcome(),
+            framework=self._framework.outcome(),
+        )
+        findings = tuple(evaluate(facts, self.settings))
+        rc = root_cause(findings)
+        return Result(
+            facts=facts,
+            partial_facts={},
+            findings=findings,
+            root_cause=rc,
+            verdict=verdict(findings),
+            layers=layer_states(findings, rc, CHECKED_LAYERS),
+            complete=True,
+        )
+
+
+def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: frozenset[str]) -> tuple[LayerState, ...]:
+    cat = catalog()
+    rc_rank = cat.layer_rank(rc.layer) if rc is not None else None
+    states = []
+    for layer in cat.layers:
+        here = [f for f in findings if f.layer == layer and f.is_fault]
+        ids = tuple(dict.fromkeys(f.id for f in here))
+        if rc_rank is not None and cat.layer_rank(layer) > rc_rank and layer in checked:
+            state = "blocked"
+        elif any(f.severity is Severity.BLOCKER for f in here):
+            state = "broken"
+        elif here:
+            state = "degraded"
+        elif layer in checked:
+            state = "ok"
+        else:
+            state = "not checked"
+        states.append(LayerState(layer, state, ids))
+    if rc is not None and rc.layer == RUN_LAYER:
+        states = [LayerState(s.layer, "not checked", s.finding_ids) for s in states]
+    return tuple(states)
+
+
+def environment() -> dict[str, str]:
+    return {
+        "gpucheck": __version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "executable": sys.executable,
+    }

@@ -1,0 +1,134 @@
+"""Run a probe in a fresh child process with a timeout; the way it ends is a fact.
+
+The child is a new interpreter (``subprocess`` with exec, never a fork of this
+process), in a session (process group) of its own, so on timeout or interrupt
+the whole group is killed: no grandchild survives. Its JSON facts come through
+a file, its stdout and stderr through one pipe whose tail is kept as evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpucheck.facts import ChildExit
+from gpucheck.probes.child import STAGE_PREFIX
+
+TAIL_LINES = 80
+TAIL_CHARS = 400
+
+
+class ChildRunner:
+    """Starts probe children and can kill every one still running (on interrupt)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self._closed = False
+
+    def run(
+        self, probe: str, timeout: float, env: Mapping[str, str] | None = None
+    ) -> tuple[ChildExit, dict[str, Any] | None]:
+        child_env = dict(os.environ)
+        child_env.update(env or {})
+        with tempfile.TemporaryDirectory(prefix="gpucheck-probe-") as tmp:
+            out = Path(tmp) / "facts.json"
+            cmd = [sys.executable, "-m", "gpucheck.probes.child", probe, str(out)]
+            start = time.monotonic()
+            try:
+                with self._lock:
+                    if self._closed:
+                        return _exit("error", None, start, [], "the run was interrupted before the probe started"), None
+                    proc = subprocess.Popen(
+                        cmd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        env=child_env,
+                        start_new_session=True,
+                    )
+                    self._live.add(proc)
+            except OSError as exc:
+                return _exit("error", None, start, [], f"could not start {cmd[0]}: {exc}"), None
+            try:
+                try:
+                    output, _ = proc.communicate(timeout=timeout)
+                    timed_out = False
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(proc)
+                    output, _ = proc.communicate()
+            finally:
+                with self._lock:
+                    self._live.discard(proc)
+            lines = output.decode(errors="replace").splitlines()
+            if timed_out:
+                return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), None
+            data, err = _read_facts(out)
+            if data is not None:
+                return _exit("ok", proc.returncode, start, lines, None), data
+            if proc.returncode is not None and proc.returncode < 0:
+                return _exit("crashed", proc.returncode, start, lines, None), None
+            return _exit("crashed", proc.returncode, start, lines, err), None
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self._closed = True
+            live = list(self._live)
+        for proc in live:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _read_facts(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, "the probe ended without writing its facts"
+    except OSError as exc:
+        return None, f"could not read the probe's facts: {exc}"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, f"the probe wrote facts that are not JSON: {exc}"
+    if not isinstance(data, dict):
+        return None, "the probe wrote facts that are not a JSON object"
+    return data, None
+
+
+def signal_name(returncode: int | None) -> str | None:
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _exit(status: str, returncode: int | None, start: float, lines: list[str], error: str | None) -> ChildExit:
+    stages = [ln[len(STAGE_PREFIX) :] for ln in lines if ln.startswith(STAGE_PREFIX)]
+    tail = [ln[:TAIL_CHARS] for ln in lines if not ln.startswith(STAGE_PREFIX)][-TAIL_LINES:]
+    return ChildExit(
+        status=status,
+        returncode=returncode,
+        signal=signal_name(returncode),
+        duration_s=round(time.monotonic() - start, 3),
+        stderr_tail=tuple(tail),
+        last_stage=stages[-1] if stages else None,
+        error=error,
+    )

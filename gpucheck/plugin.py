@@ -1,0 +1,37 @@
+"""The pytest plugin (entry point ``pytest11: gpucheck``): options, activation, hooks.
+
+Without ``--gpucheck`` this module only registers options and markers: it
+imports nothing heavy and loads no shared library, since it is loaded on every
+pytest run of every project where gpucheck is installed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucheck.options import add_options, resolve
+
+SESSION_PLUGIN_NAME = "gpucheck-session"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("gpucheck", default=False):
+        return
+    settings = resolve(config)
+    # Imported only now: the diagnosis machinery (still no TensorFlow, NVML or ctypes in this process).
+    from gpucheck.session import GpucheckSession
+
+    session = GpucheckSession(config, settings)
+    config.pluginmanager.register(session, SESSION_PLUGIN_NAME)
+    session.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.pluginmanager.get_plugin(SESSION_PLUGIN_NAME)
+    if session is not None:
+        session.close()
+        config.pluginmanager.unregister(session, SESSION_PLUGIN_NAME)

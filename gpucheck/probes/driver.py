@@ -1,0 +1,174 @@
+"""Driver-layer probes: load ``libcuda.so.1`` and ``libnvidia-ml.so.1`` and ask them the first questions.
+
+These run only inside a probe child process (``gpucheck.probes.child``):
+``cuInit`` and ``nvmlInit`` can hang or crash on a sick machine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from functools import cache
+from importlib import resources
+
+from gpucheck.facts import CudaCall, CudaDriverFacts, LibraryLoad, NvmlBasicFacts
+from gpucheck.probes.child import stage
+
+LIBCUDA = "libcuda.so.1"
+LIBNVML = "libnvidia-ml.so.1"
+
+# NVML return codes (nvml.h, enum nvmlReturn_enum); used for names in evidence.
+NVML_ERRORS = {
+    0: "NVML_SUCCESS",
+    1: "NVML_ERROR_UNINITIALIZED",
+    2: "NVML_ERROR_INVALID_ARGUMENT",
+    3: "NVML_ERROR_NOT_SUPPORTED",
+    4: "NVML_ERROR_NO_PERMISSION",
+    6: "NVML_ERROR_NOT_FOUND",
+    9: "NVML_ERROR_DRIVER_NOT_LOADED",
+    10: "NVML_ERROR_TIMEOUT",
+    12: "NVML_ERROR_LIBRARY_NOT_FOUND",
+    13: "NVML_ERROR_FUNCTION_NOT_FOUND",
+    14: "NVML_ERROR_CORRUPTED_INFOROM",
+    15: "NVML_ERROR_GPU_IS_LOST",
+    16: "NVML_ERROR_RESET_REQUIRED",
+    17: "NVML_ERROR_OPERATING_SYSTEM",
+    18: "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    19: "NVML_ERROR_IN_USE",
+    20: "NVML_ERROR_MEMORY",
+    999: "NVML_ERROR_UNKNOWN",
+}
+
+
+@cache
+def cuda_error_names() -> dict[int, str]:
+    raw = json.loads(resources.files("gpucheck").joinpath("data/cuda_errors.json").read_text("utf-8"))
+    return {int(k): v for k, v in raw.items() if not k.startswith("_")}
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
+
+
+def _library_file(lib: ctypes.CDLL, symbol: str) -> str | None:
+    """The file the loader resolved ``lib`` to, asked of ``dladdr`` with one of its symbols."""
+    try:
+        func = getattr(lib, symbol)
+        libc = ctypes.CDLL(None)
+        info = _DlInfo()
+        if libc.dladdr(ctypes.cast(func, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.path.realpath(info.dli_fname.decode(errors="replace"))
+    except (AttributeError, OSError):
+        return None
+    return None
+
+
+def load(name: str, symbol: str) -> tuple[ctypes.CDLL | None, LibraryLoad]:
+    stage(f"dlopen {name}")
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError as exc:
+        return None, LibraryLoad(name, False, None, str(exc))
+    return lib, LibraryLoad(name, True, _library_file(lib, symbol), None)
+
+
+def _cuda_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
+    fn = getattr(lib, function, None)
+    if fn is None:
+        return CudaCall(function, None, None, None, missing=True)
+    stage(function)
+    fn.restype = ctypes.c_int
+    code = int(fn(*args))
+    name, message = _cuda_error_text(lib, code)
+    return CudaCall(function, code, name, message)
+
+
+def _cuda_error_text(lib: ctypes.CDLL, code: int) -> tuple[str | None, str | None]:
+    name = message = None
+    for fn_name in ("cuGetErrorName", "cuGetErrorString"):
+        fn = getattr(lib, fn_name, None)
+        if fn is None:
+            continue
+        out = ctypes.c_char_p()
+        fn.restype = ctypes.c_int
+        if fn(ctypes.c_int(code), ctypes.byref(out)) == 0 and out.value:
+            text = out.value.decode(errors="replace")
+            if fn_name == "cuGetErrorName":
+                name = text
+            else:
+                message = text
+    return name or cuda_error_names().get(code), message
+
+
+def probe_cuda_driver() -> CudaDriverFacts:
+    lib, loaded = load(LIBCUDA, "cuInit")
+    if lib is None:
+        return CudaDriverFacts(loaded, None, None, None)
+    calls: list[CudaCall] = []
+    version = ctypes.c_int(0)
+    # cuDriverGetVersion answers without cuInit and without touching the GPU.
+    ver_call = _cuda_call(lib, "cuDriverGetVersion", ctypes.byref(version))
+    calls.append(ver_call)
+    init = _cuda_call(lib, "cuInit", ctypes.c_uint(0))
+    calls.append(init)
+    count: int | None = None
+    if init.code == 0:
+        n = ctypes.c_int(0)
+        count_call = _cuda_call(lib, "cuDeviceGetCount", ctypes.byref(n))
+        calls.append(count_call)
+        count = n.value if count_call.code == 0 else None
+    return CudaDriverFacts(
+        library=loaded,
+        init=init,
+        driver_version=version.value if ver_call.code == 0 else None,
+        device_count=count,
+        calls=tuple(calls),
+    )
+
+
+def _nvml_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
+    fn = getattr(lib, function, None)
+    if fn is None:
+        return CudaCall(function, None, None, None, missing=True)
+    stage(function)
+    fn.restype = ctypes.c_int
+    code = int(fn(*args))
+    message = None
+    err = getattr(lib, "nvmlErrorString", None)
+    if err is not None:
+        err.restype = ctypes.c_char_p
+        raw = err(ctypes.c_int(code))
+        message = raw.decode(errors="replace") if raw else None
+    return CudaCall(function, code, NVML_ERRORS.get(code, f"NVML_ERROR_{code}"), message)
+
+
+def probe_nvml_basic() -> NvmlBasicFacts:
+    lib, loaded = load(LIBNVML, "nvmlInit_v2")
+    if lib is None:
+        return NvmlBasicFacts(loaded, None, None, None)
+    calls: list[CudaCall] = []
+    init = _nvml_call(lib, "nvmlInit_v2")
+    if init.missing:
+        init = _nvml_call(lib, "nvmlInit")
+    calls.append(init)
+    driver_version = None
+    count = None
+    if init.code == 0:
+        buf = ctypes.create_string_buffer(96)
+        ver = _nvml_call(lib, "nvmlSystemGetDriverVersion", buf, ctypes.c_uint(len(buf)))
+        calls.append(ver)
+        if ver.code == 0:
+            driver_version = buf.value.decode(errors="replace")
+        n = ctypes.c_uint(0)
+        cnt = _nvml_call(lib, "nvmlDeviceGetCount_v2", ctypes.byref(n))
+        calls.append(cnt)
+        if cnt.code == 0:
+            count = n.value
+        calls.append(_nvml_call(lib, "nvmlShutdown"))
+    return NvmlBasicFacts(loaded, init, driver_version, count, tuple(calls))

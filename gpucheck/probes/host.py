@@ -1,0 +1,121 @@
+"""Hardware and kernel facts from sysfs, procfs and /dev: plain file reads, no driver calls.
+
+Every path is read below one root (``/`` normally; ``GPUCHECK_HOST_ROOT`` points
+it at a copy of a host's files for tests, or at a chroot to inspect). Reading
+never raises: an unreadable file is recorded with its error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from gpucheck.facts import DeviceNode, HardwareFacts, KernelFacts, PciDevice
+
+NVIDIA_VENDOR = "0x10de"
+#: PCI base class 0x03: display controller (VGA 0x0300, 3D 0x0302).
+DISPLAY_CLASS_PREFIX = "0x03"
+_MODULE_VERSION = re.compile(r"Kernel Module(?: for [\w-]+)?\s+([0-9][0-9.]*)")
+
+
+def host_root() -> Path:
+    return Path(os.environ.get("GPUCHECK_HOST_ROOT") or "/")
+
+
+def _under(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def probe_hardware(root: Path | None = None) -> HardwareFacts:
+    root = root or host_root()
+    base = _under(root, "/sys/bus/pci/devices")
+    wsl = _under(root, "/dev/dxg").exists()
+    try:
+        entries = sorted(os.listdir(base))
+    except OSError as exc:
+        return HardwareFacts(str(base), False, f"{type(exc).__name__}: {exc}", 0, wsl, (), ())
+    devices = []
+    for bus_id in entries:
+        dev = base / bus_id
+        vendor = (_read(dev / "vendor") or "").lower()
+        if vendor != NVIDIA_VENDOR:
+            continue
+        driver_link = dev / "driver"
+        driver = os.path.basename(os.readlink(driver_link)) if driver_link.is_symlink() else None
+        devices.append(
+            PciDevice(
+                bus_id=bus_id,
+                vendor=vendor,
+                device=(_read(dev / "device") or "").lower(),
+                pci_class=(_read(dev / "class") or "").lower(),
+                driver=driver,
+            )
+        )
+    gpus = tuple(d for d in devices if d.pci_class.startswith(DISPLAY_CLASS_PREFIX))
+    return HardwareFacts(str(base), True, None, len(entries), wsl, tuple(devices), gpus)
+
+
+def _node(root: Path, path: str) -> DeviceNode:
+    full = _under(root, path)
+    try:
+        st = full.stat()
+    except FileNotFoundError:
+        return DeviceNode(path, False, False, False, False, None, None)
+    except OSError as exc:
+        return DeviceNode(path, False, False, False, False, None, f"{type(exc).__name__}: {exc}")
+    return DeviceNode(
+        path=path,
+        exists=True,
+        is_char_device=stat.S_ISCHR(st.st_mode),
+        readable=os.access(full, os.R_OK),
+        writable=os.access(full, os.W_OK),
+        mode=stat.filemode(st.st_mode),
+        error=None,
+    )
+
+
+def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
+    """``gpu_count`` is how many ``/dev/nvidia<N>`` nodes to expect (at least one is looked for)."""
+    root = root or host_root()
+    version_file = _under(root, "/proc/driver/nvidia/version")
+    version_line = module_version = version_error = None
+    try:
+        text = version_file.read_text(encoding="utf-8", errors="replace")
+        version_line = text.splitlines()[0].strip() if text.strip() else ""
+        m = _MODULE_VERSION.search(text)
+        module_version = m.group(1) if m else None
+    except OSError as exc:
+        version_error = f"{type(exc).__name__}: {exc.strerror or exc}"
+    paths = ["/dev/nvidiactl", "/dev/nvidia-uvm"]
+    dev_dir = _under(root, "/dev")
+    try:
+        numbered = sorted(
+            (n for n in os.listdir(dev_dir) if re.fullmatch(r"nvidia\d+", n)), key=lambda n: int(n[6:])
+        )
+    except OSError:
+        numbered = []
+    wanted = [f"nvidia{i}" for i in range(max(gpu_count, 1))]
+    for name in sorted(set(numbered) | set(wanted), key=lambda n: int(n[6:])):
+        paths.append(f"/dev/{name}")
+    nodes = tuple(_node(root, p) for p in paths)
+    competing = tuple(
+        m for m in ("nouveau", "vfio_pci") if _under(root, f"/sys/module/{m}").is_dir()
+    )
+    return KernelFacts(
+        version_file=str(version_file),
+        version_line=version_line,
+        module_version=module_version,
+        version_error=version_error,
+        nodes=nodes,
+        module_in_sysfs=_under(root, "/sys/module/nvidia").is_dir(),
+        competing_modules=competing,
+    )

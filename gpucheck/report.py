@@ -1,0 +1,141 @@
+"""Rendering a diagnosis: the failure text of a check, the header, the summary section, the JSON report."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+from gpucheck.diagnosis import Result, environment
+from gpucheck.model import Finding
+
+SCHEMA = "gpucheck-report/1"
+_STATE_MARKUP: dict[str, dict[str, bool]] = {
+    "ok": {"green": True},
+    "broken": {"red": True, "bold": True},
+    "degraded": {"yellow": True},
+    "blocked": {"yellow": True},
+    "not checked": {},
+}
+
+
+def _evidence_lines(evidence: dict[str, Any], limit: int = 12) -> list[str]:
+    lines = []
+    for key, value in list(evidence.items())[:limit]:
+        if value in (None, [], {}, ""):
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            lines.append(f"    {key}:")
+            lines.extend(f"      | {v}" for v in value[-12:])
+        else:
+            text = value if isinstance(value, str) else json.dumps(value)
+            lines.append(f"    {key}: {text}")
+    return lines
+
+
+def failure_text(f: Finding) -> str:
+    lines = [f"{f.id} [{f.layer}, {f.severity.value}]: {f.summary}", f"  cause: {f.cause}"]
+    ev = _evidence_lines(f.evidence)
+    if ev:
+        lines.append("  evidence:")
+        lines.extend(ev)
+    lines.append(f"  remedy: {f.remedy}")
+    return "\n".join(lines)
+
+
+def header_lines(result: Result) -> list[str]:
+    facts = result.facts
+    if facts is None:
+        return ["gpucheck: diagnosis incomplete"]
+    parts: list[str] = []
+    gpus = facts.hardware.nvidia_gpus
+    if gpus:
+        parts.append(f"{len(gpus)} NVIDIA GPU(s) on the bus ({', '.join(g.bus_id for g in gpus)})")
+    elif facts.hardware.readable:
+        parts.append("no NVIDIA GPU")
+    else:
+        parts.append("PCI bus not readable")
+    drv = facts.kernel.module_version or (facts.nvml.facts.driver_version if facts.nvml.facts else None)
+    parts.append(f"driver {drv}" if drv else "driver: none loaded")
+    cf = facts.cuda.facts
+    if cf is not None and cf.driver_version:
+        parts.append(f"CUDA driver API {cf.driver_version // 1000}.{cf.driver_version % 1000 // 10}")
+    elif cf is not None and not cf.library.loaded:
+        parts.append("libcuda.so.1: not found")
+    tf = facts.framework.facts
+    if tf is not None and tf.importable:
+        bi = tf.build_info
+        build = (
+            f"CUDA {bi.get('cuda_version')}, cuDNN {bi.get('cudnn_version')}" if tf.is_cuda_build else "CPU-only build"
+        )
+        parts.append(f"TensorFlow {tf.version} ({build}) sees {len(tf.gpus)} GPU(s)")
+    elif tf is not None:
+        parts.append("TensorFlow: not importable")
+    else:
+        parts.append(f"TensorFlow probe: {facts.framework.exit.status}")
+    lines = ["gpucheck: " + "; ".join(parts)]
+    rc = result.root_cause
+    lines.append(f"gpucheck verdict: {result.verdict}" + (f" (root cause: {rc.id})" if rc else ""))
+    return lines
+
+
+def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
+    out: list[tuple[str, dict[str, bool]]] = []
+    rc = result.root_cause
+    width = max((len(s.layer) for s in result.layers), default=10)
+    for state in result.layers:
+        detail = ""
+        if state.state == "blocked" and rc is not None:
+            detail = f"by {rc.id}"
+        elif state.finding_ids:
+            detail = ", ".join(state.finding_ids)
+        out.append((f"{state.layer:<{width}}  {state.state:<11} {detail}".rstrip(), _STATE_MARKUP[state.state]))
+    out.append(("", {}))
+    if rc is not None:
+        out.append((f"root cause: {rc.id} ({rc.layer}): {rc.summary}", {"red": True, "bold": True}))
+        out.extend((line, {}) for line in failure_text(rc).splitlines()[1:])
+    others = [f for f in result.findings if f is not rc and f.is_fault and result.blocked_by(f.layer) is None]
+    for f in others:
+        out.append((f"also: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
+    markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
+    out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
+    return out
+
+
+def report_json(result: Result, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    rc = result.root_cause
+    return {
+        "schema": SCHEMA,
+        "verdict": result.verdict,
+        "root_cause": rc.to_json() if rc is not None else None,
+        "findings": [
+            {**f.to_json(), "blocked_by": b.id if (b := result.blocked_by(f.layer)) is not None else None}
+            for f in result.findings
+        ],
+        "facts": result.facts_json(),
+        "checks": checks,
+        "layers": [{"layer": s.layer, "state": s.state, "finding_ids": list(s.finding_ids)} for s in result.layers],
+        "complete": result.complete,
+        "environment": environment(),
+    }
+
+
+def write_json(path: str, result: Result, checks: list[dict[str, Any]]) -> None:
+    """Write the report atomically: a temporary file beside the target, then a rename."""
+    data = report_json(result, checks)
+    target = os.path.abspath(path)
+    directory = os.path.dirname(target)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpucheck-report-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

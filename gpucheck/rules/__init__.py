@@ -1,0 +1,32 @@
+"""Rules: pure functions from facts to findings, one module a layer (or two close ones).
+
+``evaluate`` runs them bottom-up. Each rule sees all facts, so a higher layer
+can tell "broken here" from "broken because of something lower" and a lower
+one can use evidence from above (a GPU that CUDA enumerates is on a bus even
+where sysfs does not show it).
+"""
+
+from __future__ import annotations
+
+from gpucheck.facts import Facts
+from gpucheck.model import Finding
+from gpucheck.options import Settings
+from gpucheck.rules import driver, framework, host, visibility
+
+#: Layers whose facts this version gathers; the others are reported as "not checked".
+CHECKED_LAYERS = frozenset({"hardware", "kernel", "driver", "visibility", "framework"})
+
+RULES = (
+    host.hardware_rules,
+    host.kernel_rules,
+    driver.driver_rules,
+    visibility.visibility_rules,
+    framework.framework_rules,
+)
+
+
+def evaluate(facts: Facts, settings: Settings) -> list[Finding]:
+    findings: list[Finding] = []
+    for rule in RULES:
+        findings.extend(rule(facts, settings))
+    return findings

@@ -1,0 +1,109 @@
+"""Framework layer: is TensorFlow importable, a CUDA build, and does it register the GPUs."""
+
+from __future__ import annotations
+
+import re
+
+from gpucheck.facts import Facts
+from gpucheck.model import Finding, Severity, finding
+from gpucheck.options import Settings
+from gpucheck.rules.driver import child_evidence
+
+#: absl/TensorFlow log lines: severity letter, date, time, thread, file:line] message.
+TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} ")
+
+
+def tf_log_lines(lines: tuple[str, ...] | list[str]) -> list[str]:
+    return [ln for ln in lines if TF_LOG_LINE.match(ln) or "Could not" in ln or "cuda" in ln.lower()]
+
+
+def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    probe = facts.framework
+    exit_ = probe.exit
+    if exit_.status == "timeout":
+        return [
+            finding(
+                "framework-hung",
+                Severity.BLOCKER,
+                summary=f"TensorFlow did not finish {exit_.last_stage or 'starting'} within {settings.timeout:g} s.",
+                cause=(
+                    f"The TensorFlow probe was killed with its process group after {settings.timeout:g} s in "
+                    f"{exit_.last_stage or 'start-up'}; no lower driver call hung on its own."
+                ),
+                remedy=(
+                    "Run `python -c \"import tensorflow as tf; print(tf.config.list_physical_devices())\"` to see where "
+                    "it stops; a slow first start (PTX JIT compilation) needs a larger --gpucheck-timeout."
+                ),
+                evidence=child_evidence(exit_),
+            )
+        ]
+    if exit_.status in ("crashed", "error") or probe.facts is None:
+        how = exit_.signal or (f"exit code {exit_.returncode}" if exit_.returncode is not None else exit_.error)
+        return [
+            finding(
+                "framework-crashed",
+                Severity.BLOCKER,
+                summary=f"The TensorFlow probe process died ({how}) in {exit_.last_stage or 'start-up'}.",
+                cause=(
+                    f"Python running `{exit_.last_stage or 'import tensorflow'}` ended with {how} before it could "
+                    "report; TensorFlow's last output is in the evidence."
+                ),
+                remedy=(
+                    "Read the last lines of output in the evidence: a `F…` (LOG(FATAL)) line names what TensorFlow "
+                    "refused; an illegal-instruction signal means the wheel needs CPU features this machine lacks."
+                ),
+                evidence=child_evidence(exit_),
+            )
+        ]
+    tf = probe.facts
+    if not tf.importable:
+        return [
+            finding(
+                "framework-missing",
+                Severity.BLOCKER,
+                summary="TensorFlow cannot be imported.",
+                cause=f"`import tensorflow` failed: {tf.import_error}",
+                remedy='Install it into this environment: `pip install "tensorflow[and-cuda]"`.',
+                evidence={"import_error": tf.import_error, "output_tail": list(exit_.stderr_tail[-10:])},
+            )
+        ]
+    if not tf.is_cuda_build:
+        return [
+            finding(
+                "framework-cpu-only",
+                Severity.BLOCKER,
+                summary=f"TensorFlow {tf.version} is not a CUDA build: it cannot use a GPU.",
+                cause="tf.sysconfig.get_build_info() has no is_cuda_build=True: this is a CPU-only wheel "
+                "(tensorflow-cpu, or TensorFlow on a platform without CUDA builds).",
+                remedy=(
+                    "`pip uninstall -y tensorflow-cpu tensorflow && pip install \"tensorflow[and-cuda]=="
+                    f"{tf.version}\"` (Linux x86_64 / aarch64; on Windows use WSL2)."
+                ),
+                evidence={"version": tf.version, "location": tf.location, "build_info": tf.build_info},
+            )
+        ]
+    if not tf.gpus:
+        logs = tf_log_lines(exit_.stderr_tail)
+        return [
+            finding(
+                "framework-gpu-init-failed",
+                Severity.BLOCKER,
+                summary=f"TensorFlow {tf.version} (CUDA build) registers no GPU.",
+                cause=(
+                    "tf.config.list_physical_devices('GPU') is empty"
+                    + (f" ({tf.list_devices_error})" if tf.list_devices_error else "")
+                    + "; TensorFlow's own log lines are in the evidence."
+                ),
+                remedy=(
+                    "Read TensorFlow's lines in the evidence: 'Cannot dlopen some GPU libraries' means CUDA/cuDNN "
+                    f"libraries are missing (`pip install \"tensorflow[and-cuda]=={tf.version}\"`)."
+                ),
+                evidence={
+                    "version": tf.version,
+                    "build_info": tf.build_info,
+                    "devices": [d.name for d in tf.devices],
+                    "tensorflow_log": logs,
+                },
+            )
+        ]
+    return []

@@ -1,0 +1,164 @@
+"""Hardware and kernel layers: is there an NVIDIA GPU, is the nvidia module loaded, are the nodes there."""
+
+from __future__ import annotations
+
+from gpucheck.facts import DeviceNode, Facts
+from gpucheck.model import Finding, Severity, finding
+from gpucheck.options import Settings
+
+
+def driver_enumerated_gpus(facts: Facts) -> int:
+    """How many GPUs a driver call enumerated (CUDA or NVML), 0 when none answered."""
+    counts = [0]
+    if facts.cuda.facts is not None and facts.cuda.facts.device_count:
+        counts.append(facts.cuda.facts.device_count)
+    if facts.nvml.facts is not None and facts.nvml.facts.device_count:
+        counts.append(facts.nvml.facts.device_count)
+    return max(counts)
+
+
+def gpus_on_bus(facts: Facts) -> bool:
+    return bool(facts.hardware.nvidia_gpus) or driver_enumerated_gpus(facts) > 0 or facts.hardware.wsl_dxg
+
+
+def hardware_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    hw = facts.hardware
+    if not hw.readable or gpus_on_bus(facts):
+        return []
+    other = [d.bus_id for d in hw.nvidia_devices]
+    return [
+        finding(
+            "no-nvidia-gpu",
+            Severity.BLOCKER,
+            summary="No NVIDIA GPU on this machine's PCI bus.",
+            cause=(
+                f"None of the {hw.pci_device_count} PCI devices in {hw.source} has NVIDIA's vendor id 0x10de"
+                + (f" with a display class (NVIDIA non-GPU functions: {', '.join(other)})" if other else "")
+                + ", and no driver call enumerated a GPU: this is a CPU-only host, or a VM without GPU passthrough."
+            ),
+            remedy=(
+                "Run on a machine with an NVIDIA GPU: on a cloud, choose a GPU instance type; on a VM, pass the GPU "
+                "through (PCI passthrough or vGPU). TensorFlow will run on the CPU here."
+            ),
+            evidence={
+                "sysfs": hw.source,
+                "pci_devices": hw.pci_device_count,
+                "nvidia_functions": [d.bus_id for d in hw.nvidia_devices],
+            },
+        )
+    ]
+
+
+def _usable(node: DeviceNode) -> bool:
+    return node.exists and node.is_char_device and node.readable and node.writable
+
+
+def _unusable_nodes(nodes: tuple[DeviceNode, ...]) -> list[DeviceNode]:
+    """Control nodes that are not usable, numbered nodes that exist but are not usable, and, when no
+    numbered node exists at all, those looked for. A container given a subset of the GPUs has only
+    their nodes (``/dev/nvidia1`` without ``/dev/nvidia0``): that is not a fault."""
+    numbered = [n for n in nodes if n.path[len("/dev/nvidia") :].isdigit()]
+    control = [n for n in nodes if n not in numbered]
+    bad = [n for n in control if not _usable(n)]
+    existing = [n for n in numbered if n.exists]
+    bad += [n for n in existing if not _usable(n)] if existing else numbered
+    return bad
+
+
+def kernel_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    hw, k = facts.hardware, facts.kernel
+    if not gpus_on_bus(facts) or hw.wsl_dxg:
+        return []
+    out: list[Finding] = []
+    loaded = k.version_line is not None or k.module_in_sysfs
+    if not loaded:
+        bound = {d.bus_id: d.driver for d in hw.nvidia_gpus}
+        others = sorted({drv for drv in bound.values() if drv and drv != "nvidia"})
+        if "nouveau" in others or "nouveau" in k.competing_modules:
+            remedy = (
+                "The open-source nouveau driver holds the GPU. Install the NVIDIA driver (e.g. "
+                "`sudo apt install nvidia-driver-<branch>` or `sudo ubuntu-drivers install`), which blacklists "
+                "nouveau, then reboot."
+            )
+        elif "vfio-pci" in others:
+            remedy = (
+                "The GPU is bound to vfio-pci for passthrough to a VM. Unbind it from vfio-pci (or remove it from the "
+                "vfio-pci ids) and load the nvidia module, or use it inside the VM it is passed to."
+            )
+        else:
+            remedy = (
+                "Install the NVIDIA driver for this GPU and load it (`sudo modprobe nvidia`). If it is installed but "
+                "does not load, read `sudo dmesg | grep -i nvidia`; with Secure Boot on (`mokutil --sb-state`), the "
+                "module must be signed (enrol the MOK key) or Secure Boot turned off."
+            )
+        out.append(
+            finding(
+                "driver-not-loaded",
+                Severity.BLOCKER,
+                summary=f"{len(hw.nvidia_gpus) or 'An'} NVIDIA GPU(s) on the bus, but the nvidia kernel module is not loaded.",
+                cause=(
+                    f"{k.version_file} cannot be read ({k.version_error or 'missing'}) and /sys/module/nvidia does not "
+                    "exist, so no nvidia kernel module drives the GPU"
+                    + (f"; the GPU is bound to {', '.join(others)}" if others else "")
+                    + "."
+                ),
+                remedy=remedy,
+                evidence={
+                    "gpus": {bus: drv for bus, drv in bound.items()},
+                    "version_file": k.version_file,
+                    "version_error": k.version_error,
+                    "competing_modules": list(k.competing_modules),
+                },
+            )
+        )
+        return out
+    bad = _unusable_nodes(k.nodes)
+    if bad:
+        missing = [n.path for n in bad if not n.exists]
+        denied = [f"{n.path} ({n.mode})" for n in bad if n.exists]
+        parts = []
+        if missing:
+            parts.append("missing: " + ", ".join(missing))
+        if denied:
+            parts.append("not a character device or not readable and writable by this user: " + ", ".join(denied))
+        nvd = facts.visibility.nvidia_visible_devices
+        in_container = nvd is not None
+        if any(p.endswith("nvidia-uvm") for p in missing) and not any(
+            p.endswith(("nvidiactl",)) for p in missing
+        ):
+            remedy = (
+                "The nvidia-uvm module, which CUDA needs, is not loaded or its node was not created: run "
+                "`sudo modprobe nvidia-uvm` (or `nvidia-modprobe -u -c=0`)."
+            )
+        elif denied:
+            remedy = (
+                "Give this user access to the nodes: add it to the group that owns them (often `video` or `render`), "
+                "or fix the mode in the udev rule / `NVreg_DeviceFileMode` module parameter."
+            )
+        else:
+            remedy = (
+                "Start the container with GPUs: `docker run --gpus all …` (NVIDIA Container Toolkit) or, on "
+                "Kubernetes, request `nvidia.com/gpu`. On a bare host, create the nodes with `sudo nvidia-modprobe -c=0 -u`."
+            )
+            if in_container and nvd in ("", "none", "void"):
+                remedy = (
+                    f"NVIDIA_VISIBLE_DEVICES={nvd!r} told the container runtime to give this container no GPU. "
+                    "Start it with `--gpus all` or NVIDIA_VISIBLE_DEVICES=all."
+                )
+        out.append(
+            finding(
+                "device-nodes-inaccessible",
+                Severity.BLOCKER,
+                summary="The nvidia kernel module is loaded, but this process cannot use its device nodes.",
+                cause="CUDA opens /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia<N>; " + "; ".join(parts) + ".",
+                remedy=remedy,
+                evidence={
+                    "nodes": [
+                        {"path": n.path, "exists": n.exists, "mode": n.mode, "readable": n.readable, "writable": n.writable}
+                        for n in k.nodes
+                    ],
+                    "NVIDIA_VISIBLE_DEVICES": nvd,
+                },
+            )
+        )
+    return out

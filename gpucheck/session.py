@@ -1,0 +1,141 @@
+"""The plugin object registered for a ``--gpucheck`` run: collection of the suite, the check fixture, the report."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucheck import report
+from gpucheck.diagnosis import Diagnosis, Result
+from gpucheck.model import Severity
+from gpucheck.options import Settings
+
+CHECKS_DIR = Path(__file__).resolve().parent / "checks"
+CHECK_FILE_PREFIX = "checks_"
+FINDING_IDS = pytest.StashKey[list[str]]()
+
+
+class Check:
+    """What a check function is handed: it asks for its layer and finding ids, and passes, fails or is skipped."""
+
+    def __init__(self, session: GpucheckSession, item: pytest.Item) -> None:
+        self._session = session
+        self._item = item
+
+    @property
+    def result(self) -> Result:
+        return self._session.result()
+
+    def verify(self, layer: str, ids: tuple[str, ...], requires: tuple[str, ...] = ()) -> None:
+        """Fail with the finding of ``ids`` that is a fault; skip when a lower root cause (or a
+        finding of ``requires`` in the same layer) blocks this question."""
+        result = self.result
+        mine = result.findings_for(ids)
+        self._item.stash[FINDING_IDS] = [f.id for f in mine]
+        blocker = result.blocked_by(layer) or next(
+            (f for f in result.findings_for(requires) if f.severity is Severity.BLOCKER), None
+        )
+        if blocker is not None and blocker not in mine:
+            self._item.user_properties.append(("gpucheck.blocked_by", blocker.id))
+            pytest.skip(f"blocked by {blocker.id}")
+        faults = [f for f in mine if f.is_fault]
+        if not faults:
+            return
+        for f in faults:
+            self._item.user_properties.extend(
+                [("gpucheck.finding", f.id), ("gpucheck.cause", f.cause), ("gpucheck.remedy", f.remedy)]
+            )
+        pytest.fail("\n\n".join(report.failure_text(f) for f in faults), pytrace=False)
+
+
+class GpucheckSession:
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.diagnosis: Diagnosis | None = None
+        self._result: Result | None = None
+        self._check_ids: set[str] = set()
+        self._outcomes: dict[str, dict[str, Any]] = {}
+        self._written = False
+
+    # --- life cycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        config = self.config
+        suite = str(CHECKS_DIR)
+        if config.args_source == pytest.Config.ArgsSource.ARGS:
+            config.args.append(suite)
+        else:
+            # No path given: the suite alone, whatever testpaths or the current directory hold.
+            config.args[:] = [suite]
+        self.diagnosis = Diagnosis(self.settings)
+
+    def result(self) -> Result:
+        if self._result is None:
+            assert self.diagnosis is not None
+            self._result = self.diagnosis.result()
+        return self._result
+
+    def close(self) -> None:
+        if self.diagnosis is not None and self._result is None:
+            self._result = self.diagnosis.abandon()
+        elif self.diagnosis is not None:
+            self.diagnosis.runner.kill_all()
+        if not self._written:
+            self._write_json()
+
+    # --- collection ---------------------------------------------------------------------
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+        if file_path.parent == CHECKS_DIR and file_path.name.startswith(CHECK_FILE_PREFIX) and file_path.suffix == ".py":
+            return pytest.Module.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self._check_ids = {item.nodeid for item in items if item.path.parent == CHECKS_DIR}
+
+    @pytest.fixture
+    def gpucheck_check(self, request: pytest.FixtureRequest) -> Check:
+        """The check context of one built-in check."""
+        return Check(self, request.node)
+
+    # --- reporting ----------------------------------------------------------------------
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return report.header_lines(self.result())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        rep = yield
+        if item.nodeid in self._check_ids:
+            ids = item.stash.get(FINDING_IDS, [])
+            entry = self._outcomes.setdefault(item.nodeid, {"nodeid": item.nodeid, "outcome": "passed", "finding_ids": []})
+            entry["finding_ids"] = ids
+            if rep.failed:
+                entry["outcome"] = "failed"
+            elif rep.skipped and entry["outcome"] != "failed":
+                entry["outcome"] = "skipped"
+        return rep
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        tr.section("gpucheck")
+        for line, markup in report.summary_lines(self.result()):
+            tr.write_line(line, **markup)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.diagnosis is not None and self._result is None:
+            self._result = self.diagnosis.abandon()
+        self._write_json()
+
+    def _write_json(self) -> None:
+        self._written = True
+        if self.settings.json is None:
+            return
+        result = self._result
+        if result is None:
+            return
+        report.write_json(self.settings.json, result, list(self._outcomes.values()))

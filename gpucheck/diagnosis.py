@@ -83,20 +83,37 @@ class _Pending(Generic[T]):
         return ProbeOutcome(self.name, exit_, facts)
 
 
+@dataclass(frozen=True)
+class ChildProbe:
+    """A probe that runs in a child process: its name in ``gpucheck.probes.child``, the facts class
+    it returns, the ``Facts`` field it fills, and extra environment for the child."""
+
+    name: str
+    facts_cls: type[Any]
+    field: str
+    env: tuple[tuple[str, str], ...] = ()
+
+
+#: Every child probe, slowest first (they start in this order): TensorFlow's import dominates the time
+#: to verdict. Adding a probe: a function in gpucheck.probes.child, a field in Facts, a line here.
+CHILD_PROBES: tuple[ChildProbe, ...] = (
+    ChildProbe("framework", FrameworkFacts, "framework", tuple(FRAMEWORK_ENV.items())),
+    ChildProbe("cuda", CudaDriverFacts, "cuda"),
+    ChildProbe("nvml", NvmlBasicFacts, "nvml"),
+)
+
+
 class Diagnosis:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runner = ChildRunner()
-        self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="gpucheck-probe")
+        self._pool = ThreadPoolExecutor(max_workers=len(CHILD_PROBES), thread_name_prefix="gpucheck-probe")
         self._lock = threading.Lock()
         self._result: Result | None = None
-        timeout = settings.timeout
-        # The slowest first: TensorFlow's import dominates the time to verdict.
-        self._framework = _Pending(
-            "framework", self._pool.submit(self.runner.run, "framework", timeout, FRAMEWORK_ENV), FrameworkFacts
-        )
-        self._cuda = _Pending("cuda", self._pool.submit(self.runner.run, "cuda", timeout), CudaDriverFacts)
-        self._nvml = _Pending("nvml", self._pool.submit(self.runner.run, "nvml", timeout), NvmlBasicFacts)
+        self._pending = [
+            _Pending(p.name, self._pool.submit(self.runner.run, p.name, settings.timeout, dict(p.env)), p.facts_cls)
+            for p in CHILD_PROBES
+        ]
         self._pool.shutdown(wait=False)
 
     def result(self) -> Result:
@@ -116,7 +133,7 @@ class Diagnosis:
         if self._result is not None:
             return self._result
         partial: dict[str, Any] = {}
-        for pending in (self._framework, self._cuda, self._nvml):
+        for pending in self._pending:
             if pending.future.done() and pending.future.exception() is None:
                 partial[pending.name] = to_json(pending.outcome())
         incomplete = finding(
@@ -135,14 +152,8 @@ class Diagnosis:
         hardware = probe_hardware()
         kernel = probe_kernel(len(hardware.nvidia_gpus))
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
-        facts = Facts(
-            hardware=hardware,
-            kernel=kernel,
-            visibility=visibility,
-            cuda=self._cuda.outcome(),
-            nvml=self._nvml.outcome(),
-            framework=self._framework.outcome(),
-        )
+        outcomes = {probe.field: pending.outcome() for probe, pending in zip(CHILD_PROBES, self._pending)}
+        facts = Facts(hardware=hardware, kernel=kernel, visibility=visibility, **outcomes)
         findings = tuple(evaluate(facts, self.settings))
         rc = root_cause(findings)
         return Result(

@@ -1,0 +1,86 @@
+"""Fixtures for gpucheck's own tests: fake machines (fake driver libraries + host views) and a
+way to run ``pytest --gpucheck`` on them in a subprocess and read its JSON report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import fakelibs
+
+
+
+@dataclass
+class GpucheckRun:
+    result: pytest.RunResult
+    report: dict[str, Any]
+
+    @property
+    def root_cause(self) -> str | None:
+        rc = self.report["root_cause"]
+        return rc["id"] if rc else None
+
+    def finding(self, finding_id: str) -> dict[str, Any]:
+        for f in self.report["findings"]:
+            if f["id"] == finding_id:
+                return f
+        raise AssertionError(f"no finding {finding_id}; findings: {[f['id'] for f in self.report['findings']]}")
+
+    @property
+    def finding_ids(self) -> list[str]:
+        return [f["id"] for f in self.report["findings"]]
+
+
+@pytest.fixture(scope="session")
+def fake_lib_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if fakelibs.compiler() is None:
+        pytest.skip("no C compiler (cc, gcc or clang): the fake driver libraries cannot be built")
+    return tmp_path_factory.mktemp("fake-lib-cache")
+
+
+@pytest.fixture
+def fake_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_lib_cache: Path
+) -> Callable[[dict[str, Any]], Path]:
+    """Make this test's environment a machine described by a scenario dict: fake libraries on
+    LD_LIBRARY_PATH, the scenario file in GPUCHECK_FAKE_SCENARIO, a host view in GPUCHECK_HOST_ROOT.
+    Sections: ``host`` (see fakelibs.make_host_root), ``libraries`` (which fakes to install, with the
+    driver version), ``env`` (variables to set), and the sections the fakes read (``cuda``, ``gpus``, ...)."""
+
+    def make(scenario: dict[str, Any]) -> Path:
+        machine = tmp_path / "machine"
+        libdir = machine / "lib"
+        libdir.mkdir(parents=True, exist_ok=True)
+        version = scenario.get("driver_version", "550.54.15")
+        for name in scenario.get("libraries", []):
+            fakelibs.build(getattr(fakelibs, name.upper()), libdir, version, fake_lib_cache)
+        fakelibs.write_scenario(scenario, machine / "scenario.cfg")
+        fakelibs.make_host_root(machine / "root", scenario.get("host", {}))
+        monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))
+        monkeypatch.setenv("GPUCHECK_FAKE_SCENARIO", str(machine / "scenario.cfg"))
+        monkeypatch.setenv("GPUCHECK_HOST_ROOT", str(machine / "root"))
+        for key, value in scenario.get("env", {}).items():
+            monkeypatch.setenv(key, value)
+        return machine
+
+    return make
+
+
+@pytest.fixture
+def run_gpucheck(pytester: pytest.Pytester) -> Callable[..., GpucheckRun]:
+    """Run ``pytest --gpucheck`` in a subprocess (in pytester's directory) and read its JSON report."""
+
+    def run(*args: str, timeout: float = 300) -> GpucheckRun:
+        report_path = pytester.path / "gpucheck-report.json"
+        result = pytester.runpytest_subprocess(
+            "--gpucheck", f"--gpucheck-json={report_path}", "-p", "no:cacheprovider", *args, timeout=timeout
+        )
+        report = json.loads(report_path.read_text()) if report_path.exists() else {}
+        return GpucheckRun(result, report)
+
+    return run

@@ -1,0 +1,136 @@
+"""Build fake driver libraries from the C sources in tests/fakes and lay them out like a real install.
+
+A library is compiled once per test session with the system C compiler into
+``<dir>/<soname-stem>.so.<version>`` with the link ``<soname>`` beside it
+(``libcuda.so.1 -> libcuda.so.550.54.15``), as a driver install lays them out:
+TensorFlow reads the driver version from that file name (../shared/PITFALLS.md).
+
+Scenarios are JSON files under tests/scenarios; :func:`flatten` turns one into
+the ``key=value`` lines that ``tests/fakes/fakecfg.h`` reads through
+``GPUCHECK_FAKE_SCENARIO``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+def compiler() -> str | None:
+    for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if cc and shutil.which(cc):
+            return cc
+    return None
+
+
+@dataclass(frozen=True)
+class FakeLibrary:
+    soname: str
+    source: str
+
+
+LIBCUDA = FakeLibrary("libcuda.so.1", "libcuda.c")
+
+
+def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Path:
+    """Compile ``lib`` (cached per source content) and install it into ``out_dir`` as
+    ``<stem>.so.<version>`` plus the ``soname`` link. Returns ``out_dir``."""
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler (cc, gcc or clang) on PATH")
+    src = FAKES / lib.source
+    digest = hashlib.sha256((src.read_text() + (FAKES / "fakecfg.h").read_text()).encode()).hexdigest()[:16]
+    built = cache_dir / f"{lib.soname}-{digest}.so"
+    if not built.exists():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = built.with_suffix(".tmp")
+        cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", f"-Wl,-soname,{lib.soname}", "-I", str(FAKES), "-o", str(tmp), str(src)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"compiling {src.name} failed:\n{proc.stderr}")
+        tmp.replace(built)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = lib.soname.split(".so")[0]
+    real = out_dir / f"{stem}.so.{version}"
+    shutil.copyfile(built, real)
+    link = out_dir / lib.soname
+    if link.exists() or link.is_symlink():
+        link.unlink()
+    link.symlink_to(real.name)
+    return out_dir
+
+
+def load_scenario(name: str) -> dict[str, Any]:
+    data = json.loads((SCENARIOS / f"{name}.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def flatten(data: Any, prefix: str = "") -> list[str]:
+    """``{"gpus": [{"name": "T4"}]}`` -> ``["gpus.count=1", "gpus.0.name=T4"]``."""
+    lines: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key.startswith("_"):
+                continue
+            lines += flatten(value, f"{prefix}{key}.")
+    elif isinstance(data, list):
+        lines.append(f"{prefix}count={len(data)}")
+        for i, value in enumerate(data):
+            lines += flatten(value, f"{prefix}{i}.")
+    else:
+        value = {True: "1", False: "0", None: ""}.get(data, data) if isinstance(data, (bool, type(None))) else data
+        lines.append(f"{prefix[:-1]}={value}")
+    return lines
+
+
+def write_scenario(data: dict[str, Any], path: Path) -> Path:
+    path.write_text("\n".join(flatten(data)) + "\n")
+    return path
+
+
+def make_host_root(root: Path, host: dict[str, Any]) -> Path:
+    """Lay out a host view for GPUCHECK_HOST_ROOT from a scenario's ``host`` section:
+
+    ``pci``: list of {bus_id, vendor, device, class, driver}; ``module_version``: the nvidia module's
+    version (writes /proc/driver/nvidia/version and /sys/module/nvidia) or null; ``modules``: other
+    loaded modules; ``dev``: device node names, each a link to /dev/null (a character device anyone may open).
+    """
+    pci = root / "sys/bus/pci/devices"
+    pci.mkdir(parents=True, exist_ok=True)
+    drivers = root / "sys/bus/pci/drivers"
+    for dev in host.get("pci", []):
+        d = pci / dev["bus_id"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "vendor").write_text(dev.get("vendor", "0x10de") + "\n")
+        (d / "device").write_text(dev.get("device", "0x0000") + "\n")
+        (d / "class").write_text(dev.get("class", "0x030200") + "\n")
+        if dev.get("driver"):
+            target = drivers / dev["driver"]
+            target.mkdir(parents=True, exist_ok=True)
+            (d / "driver").symlink_to(target)
+    version = host.get("module_version")
+    if version:
+        proc = root / "proc/driver/nvidia"
+        proc.mkdir(parents=True, exist_ok=True)
+        (proc / "version").write_text(
+            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+        )
+        (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)
+    for module in host.get("modules", []):
+        (root / "sys/module" / module).mkdir(parents=True, exist_ok=True)
+    dev_dir = root / "dev"
+    dev_dir.mkdir(parents=True, exist_ok=True)
+    for node in host.get("dev", []):
+        (dev_dir / node).symlink_to("/dev/null")
+    return root

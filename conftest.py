@@ -14,7 +14,6 @@ import pytest
 from tests import fakelibs
 
 
-
 @dataclass
 class GpucheckRun:
     result: pytest.RunResult

@@ -152,7 +152,7 @@ class Diagnosis:
         hardware = probe_hardware()
         kernel = probe_kernel(len(hardware.nvidia_gpus))
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
-        outcomes = {probe.field: pending.outcome() for probe, pending in zip(CHILD_PROBES, self._pending)}
+        outcomes = {probe.field: pending.outcome() for probe, pending in zip(CHILD_PROBES, self._pending, strict=True)}
         facts = Facts(hardware=hardware, kernel=kernel, visibility=visibility, **outcomes)
         findings = tuple(evaluate(facts, self.settings))
         rc = root_cause(findings)

@@ -126,12 +126,37 @@ class CudaCall:
 
 
 @dataclass(frozen=True)
+class CudaDevice:
+    """One device as the CUDA driver API enumerates it (CUDA ordinal order, after CUDA_VISIBLE_DEVICES)."""
+
+    ordinal: int
+    name: str | None
+    cc_major: int | None
+    cc_minor: int | None
+    memory_total: int | None
+    pci_bus_id: str | None
+    uuid: str | None
+    #: Free memory as cuMemGetInfo reports it inside a context on this device.
+    memory_free: int | None
+    #: The failed call when a context could not be made (or memory not read): its code is the fact.
+    context_error: CudaCall | None = None
+    calls: tuple[CudaCall, ...] = ()
+
+    @property
+    def compute_capability(self) -> str | None:
+        if self.cc_major is None or self.cc_minor is None:
+            return None
+        return f"{self.cc_major}.{self.cc_minor}"
+
+
+@dataclass(frozen=True)
 class CudaDriverFacts:
     library: LibraryLoad
     init: CudaCall | None
     driver_version: int | None
     device_count: int | None
     calls: tuple[CudaCall, ...] = ()
+    devices: tuple[CudaDevice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +166,176 @@ class NvmlBasicFacts:
     driver_version: str | None
     device_count: int | None
     calls: tuple[CudaCall, ...] = ()
+
+
+# --- NVML inventory and health (child process, nvidia-ml-py) ----------------------------
+
+
+@dataclass(frozen=True)
+class NvmlError:
+    """An NVML call that gave no value: kept with its code and name, never turned into a silent None."""
+
+    #: The NVML entry point (C name), e.g. "nvmlDeviceGetMemoryInfo_v2".
+    function: str
+    #: "not-supported" (this GPU or driver has no such thing), "function-not-found" (the driver predates the
+    #: entry point) or "failed" (a real error).
+    kind: str
+    code: int | None
+    name: str
+    message: str | None
+
+
+@dataclass(frozen=True)
+class NvmlMemory:
+    total: int
+    free: int
+    used: int
+    #: Driver and firmware reservation (only the _v2 call reports it apart from "used").
+    reserved: int | None
+    #: The entry point that answered: nvmlDeviceGetMemoryInfo_v2, or the v1 call on older drivers.
+    api: str
+
+
+@dataclass(frozen=True)
+class NvmlProcess:
+    pid: int
+    #: Bytes of GPU memory it holds; None where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE).
+    used_memory: int | None
+    #: From nvmlSystemGetProcessName; None when it cannot be read (the error is in the GPU's errors).
+    name: str | None
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    index: int
+    uuid: str | None
+    name: str | None
+    memory_total: int | None
+
+
+@dataclass(frozen=True)
+class NvmlMig:
+    current: int
+    pending: int
+    max_devices: int | None
+    instances: tuple[MigInstance, ...] = ()
+
+
+@dataclass(frozen=True)
+class NvmlEcc:
+    enabled: bool
+    pending_enabled: bool
+    volatile_uncorrected: int | None
+    aggregate_uncorrected: int | None
+
+
+@dataclass(frozen=True)
+class RetiredPages:
+    multiple_sbe: int
+    double_bit: int
+    pending: bool
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+@dataclass(frozen=True)
+class NvmlPcie:
+    gen: int | None
+    #: The maximum of this GPU in this slot (nvmlDeviceGetMaxPcieLinkGeneration / ...Width).
+    gen_max: int | None
+    #: What the GPU itself supports, whatever the slot (newer drivers only).
+    gpu_gen_max: int | None
+    width: int | None
+    width_max: int | None
+
+
+@dataclass(frozen=True)
+class NvmlGpu:
+    index: int
+    #: Why no handle could be had (e.g. NVML_ERROR_GPU_IS_LOST): then every other field is empty.
+    handle_error: NvmlError | None
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    cc_major: int | None = None
+    cc_minor: int | None = None
+    memory: NvmlMemory | None = None
+    #: None when the list could not be read (the error is in ``errors``).
+    processes: tuple[NvmlProcess, ...] | None = None
+    processes_api: str | None = None
+    mig: NvmlMig | None = None
+    #: nvmlComputeMode_t: 0 default, 2 prohibited, 3 exclusive process.
+    compute_mode: int | None = None
+    persistence_mode: bool | None = None
+    ecc: NvmlEcc | None = None
+    retired_pages: RetiredPages | None = None
+    remapped_rows: RemappedRows | None = None
+    #: nvmlClocksEventReason* bit mask.
+    clocks_event_reasons: int | None = None
+    temperature_c: int | None = None
+    power_usage_mw: int | None = None
+    power_limit_mw: int | None = None
+    #: Performance state (0 = P0, the highest).
+    pstate: int | None = None
+    utilization_gpu: int | None = None
+    utilization_memory: int | None = None
+    pcie: NvmlPcie | None = None
+    #: Every call about this GPU that gave no value.
+    errors: tuple[NvmlError, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """The GPU as checks and findings name it: ``GPU-<NVML index>``."""
+        return f"GPU-{self.index}"
+
+    @property
+    def compute_capability(self) -> str | None:
+        if self.cc_major is None or self.cc_minor is None:
+            return None
+        return f"{self.cc_major}.{self.cc_minor}"
+
+
+@dataclass(frozen=True)
+class NvmlLink:
+    """Two GPUs (NVML indices a < b): peer-to-peer status and PCIe topology between them."""
+
+    a: int
+    b: int
+    #: nvmlGpuP2PStatus_t for reads over PCIe and for NVLink: 0 OK, 1 chipset, 2 GPU, 3 IOH topology,
+    #: 4 disabled by regkey, 5 not supported, 6 unknown.
+    p2p_read: int | None
+    p2p_nvlink: int | None
+    #: nvmlGpuTopologyLevel_t of the common ancestor: 0 internal, 10 single switch, 20 multiple switches,
+    #: 30 host bridge, 40 NUMA node, 50 system (across sockets).
+    topology: int | None
+    errors: tuple[NvmlError, ...] = ()
+
+
+@dataclass(frozen=True)
+class NvmlFacts:
+    """What NVML says: the first fields are those of :class:`NvmlBasicFacts` (the loader's view and
+    init), the rest comes from nvidia-ml-py."""
+
+    library: LibraryLoad
+    init: CudaCall | None
+    driver_version: str | None
+    device_count: int | None
+    calls: tuple[CudaCall, ...] = ()
+    #: The nvidia-ml-py version used, or why it could not be imported.
+    bindings: str | None = None
+    nvml_version: str | None = None
+    #: As nvmlSystemGetCudaDriverVersion returns it, e.g. 12040.
+    cuda_driver_version: int | None = None
+    gpus: tuple[NvmlGpu, ...] = ()
+    links: tuple[NvmlLink, ...] = ()
+    #: System-level calls that gave no value.
+    errors: tuple[NvmlError, ...] = ()
 
 
 # --- framework ------------------------------------------------------------------------
@@ -164,6 +359,73 @@ class FrameworkFacts:
     devices: tuple[TfDevice, ...]
     gpus: tuple[TfDevice, ...]
     list_devices_error: str | None
+
+
+# --- libraries (child process) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    """One directory of the loader's search for TensorFlow's libraries, in the loader's order."""
+
+    path: str
+    #: "LD_LIBRARY_PATH", "RUNPATH of <file>", "ldconfig cache", "default directory".
+    source: str
+
+
+@dataclass(frozen=True)
+class CudaLibrary:
+    """A CUDA library TensorFlow's build needs, where the loader finds it and what it says it is."""
+
+    key: str
+    soname: str
+    #: The pip wheel that provides it (e.g. nvidia-cuda-runtime-cu12) and the minimum the framework asks for.
+    package: str | None
+    min_version: str | None
+    #: TensorFlow registers no GPU without it (its TryDlopenCUDALibraries list).
+    required: bool
+    #: The file the search resolved the name to, and which search entry found it.
+    path: str | None
+    found_via: str | None
+    loaded: bool
+    #: The loader's own message (dlerror) when dlopen failed: often names a missing dependency.
+    load_error: str | None
+    version: str | None
+    #: How the version was learnt: the library's own call (e.g. "cudaRuntimeGetVersion") or "file name".
+    version_source: str | None
+    #: Other files of this soname later in the search (shadowed by the first).
+    shadowed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolchainFile:
+    name: str
+    path: str | None
+    searched: tuple[str, ...]
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class LibrariesFacts:
+    #: Where TensorFlow's package was found (without importing it), None when it was not.
+    framework_location: str | None
+    framework_version: str | None
+    #: tensorflow/python/platform/build_info.py, read as data; empty when absent.
+    build_info: dict[str, Any]
+    build_info_source: str | None
+    is_cuda_build: bool | None
+    #: The wheel's "and-cuda" requirements: pip package -> minimum version.
+    requirements: dict[str, str]
+    search: tuple[SearchDir, ...]
+    libraries: tuple[CudaLibrary, ...]
+    #: XLA's PTX compiler and libdevice, looked for where XLA looks.
+    ptxas: ToolchainFile | None
+    libdevice: ToolchainFile | None
+    xla_cuda_data_dir: str | None
+    notes: tuple[str, ...] = ()
+
+    def library(self, key: str) -> CudaLibrary | None:
+        return next((lib for lib in self.libraries if lib.key == key), None)
 
 
 # --- a probe that ran in a child process ----------------------------------------------
@@ -198,8 +460,10 @@ class Facts:
     kernel: KernelFacts
     visibility: VisibilityFacts
     cuda: ProbeOutcome[CudaDriverFacts]
-    nvml: ProbeOutcome[NvmlBasicFacts]
+    nvml: ProbeOutcome[NvmlFacts]
     framework: ProbeOutcome[FrameworkFacts]
+    #: CUDA libraries TensorFlow needs (issue 4); None when that probe was not run.
+    libraries: ProbeOutcome[LibrariesFacts] | None = None
 
 
 def to_json(obj: Any) -> Any:
@@ -230,11 +494,11 @@ def _build(tp: Any, data: Any) -> Any:
         return tuple(_build(item_tp, x) for x in (data or ()))
     if origin in (dict, list) or tp is Any:
         return data
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         kwargs = {}
         for f in dataclasses.fields(tp):
             if f.name in data:
                 kwargs[f.name] = _build(hints[f.name], data[f.name])
-        return tp(**kwargs)
+        return typing.cast(Any, tp)(**kwargs)
     return data

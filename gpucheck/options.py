@@ -55,9 +55,20 @@ def parse_seconds(text: str) -> float:
     return value
 
 
-def parse_path(text: str) -> str:
+def parse_report_path(text: str) -> str:
+    """A path the report can be written to: its nearest existing ancestor is a writable directory."""
     if not text.strip():
         raise ValueError("must be a file path")
+    path = os.path.abspath(text)
+    if os.path.isdir(path):
+        raise ValueError(f"cannot write the report to {text}: it is a directory")
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"cannot write the report to {text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the report to {text}: {parent} is not writable")
     return text
 
 
@@ -70,7 +81,7 @@ OPTIONS: tuple[Option, ...] = (
         "and reported as hung (default 60)",
         "SECONDS",
     ),
-    Option("json", parse_path, None, "write the report JSON (schema gpucheck-report/1) to PATH", "PATH"),
+    Option("json", parse_report_path, None, "write the report JSON (schema gpucheck-report/1) to PATH", "PATH"),
 )
 
 

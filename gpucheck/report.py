@@ -9,6 +9,7 @@ from typing import Any
 
 from gpucheck.diagnosis import Result, environment
 from gpucheck.model import Finding
+from gpucheck.options import Settings
 
 SCHEMA = "gpucheck-report/1"
 _STATE_MARKUP: dict[str, dict[str, bool]] = {
@@ -103,7 +104,7 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     return out
 
 
-def report_json(result: Result, checks: list[dict[str, Any]]) -> dict[str, Any]:
+def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     rc = result.root_cause
     return {
         "schema": SCHEMA,
@@ -117,13 +118,15 @@ def report_json(result: Result, checks: list[dict[str, Any]]) -> dict[str, Any]:
         "checks": checks,
         "layers": [{"layer": s.layer, "state": s.state, "finding_ids": list(s.finding_ids)} for s in result.layers],
         "complete": result.complete,
+        "settings": {name: {"value": getattr(settings, name.replace("-", "_")), "source": source}
+                     for name, source in settings.sources},
         "environment": environment(),
     }
 
 
-def write_json(path: str, result: Result, checks: list[dict[str, Any]]) -> None:
+def write_json(path: str, result: Result, checks: list[dict[str, Any]], settings: Settings) -> None:
     """Write the report atomically: a temporary file beside the target, then a rename."""
-    data = report_json(result, checks)
+    data = report_json(result, checks, settings)
     target = os.path.abspath(path)
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -138,4 +139,8 @@ class GpucheckSession:
         result = self._result
         if result is None:
             return
-        report.write_json(self.settings.json, result, list(self._outcomes.values()))
+        try:
+            report.write_json(self.settings.json, result, list(self._outcomes.values()), self.settings)
+        except OSError as exc:
+            # Checked at start-up; this is a disk that filled or a directory removed meanwhile.
+            sys.stderr.write(f"gpucheck: cannot write the report to {self.settings.json}: {exc}\n")

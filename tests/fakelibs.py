@@ -36,9 +36,19 @@ def compiler() -> str | None:
 class FakeLibrary:
     soname: str
     source: str
+    #: Preprocessor symbols for a scenario-independent build variant (e.g. an old driver that lacks
+    #: an entry point: absent from the .so, not an error code).
+    defines: tuple[str, ...] = ()
 
 
 LIBCUDA = FakeLibrary("libcuda.so.1", "libcuda.c")
+LIBNVML = FakeLibrary("libnvidia-ml.so.1", "libnvidia-ml.c")
+#: NVML of the 470 branch: no nvmlDeviceGetMemoryInfo_v2, no ..._v3 process calls, no ClocksEvent names.
+LIBNVML_R470 = FakeLibrary(
+    "libnvidia-ml.so.1",
+    "libnvidia-ml.c",
+    ("FAKE_NVML_NO_MEMORY_V2", "FAKE_NVML_NO_PROCESSES_V3", "FAKE_NVML_NO_CLOCKS_EVENT"),
+)
 
 
 def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Path:
@@ -48,12 +58,15 @@ def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Pat
     if cc is None:
         raise RuntimeError("no C compiler (cc, gcc or clang) on PATH")
     src = FAKES / lib.source
-    digest = hashlib.sha256((src.read_text() + (FAKES / "fakecfg.h").read_text()).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        (src.read_text() + (FAKES / "fakecfg.h").read_text() + " ".join(lib.defines)).encode()
+    ).hexdigest()[:16]
     built = cache_dir / f"{lib.soname}-{digest}.so"
     if not built.exists():
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = built.with_suffix(".tmp")
         cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", f"-Wl,-soname,{lib.soname}", "-I", str(FAKES), "-o", str(tmp), str(src)]
+        cmd[1:1] = [f"-D{d}" for d in lib.defines]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"compiling {src.name} failed:\n{proc.stderr}")

@@ -12,7 +12,7 @@ import os
 from functools import cache
 from importlib import resources
 
-from gpucheck.facts import CudaCall, CudaDriverFacts, LibraryLoad, NvmlBasicFacts
+from gpucheck.facts import CudaCall, CudaDevice, CudaDriverFacts, LibraryLoad, NvmlBasicFacts
 from gpucheck.probes.child import stage
 
 LIBCUDA = "libcuda.so.1"
@@ -63,7 +63,8 @@ def _library_file(lib: ctypes.CDLL, symbol: str) -> str | None:
         libc = ctypes.CDLL(None)
         info = _DlInfo()
         if libc.dladdr(ctypes.cast(func, ctypes.c_void_p), ctypes.byref(info)) and info.dli_fname:
-            return os.path.realpath(info.dli_fname.decode(errors="replace"))
+            name: bytes = info.dli_fname
+            return os.path.realpath(name.decode(errors="replace"))
     except (AttributeError, OSError):
         return None
     return None
@@ -123,13 +124,101 @@ def probe_cuda_driver() -> CudaDriverFacts:
         count_call = _cuda_call(lib, "cuDeviceGetCount", ctypes.byref(n))
         calls.append(count_call)
         count = n.value if count_call.code == 0 else None
+    devices = tuple(probe_cuda_device(lib, i) for i in range(min(count or 0, MAX_DEVICES)))
     return CudaDriverFacts(
         library=loaded,
         init=init,
         driver_version=version.value if ver_call.code == 0 else None,
         device_count=count,
         calls=tuple(calls),
+        devices=devices,
     )
+
+
+#: cuda.h, enum CUdevice_attribute.
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+MAX_DEVICES = 64
+
+
+class _CUuuid(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_ubyte * 16)]
+
+
+def _format_uuid(raw: bytes) -> str:
+    h = raw.hex()
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def probe_cuda_device(lib: ctypes.CDLL, ordinal: int) -> CudaDevice:
+    """Name, compute capability, memory, PCI bus id and UUID of CUDA device ``ordinal``, and its free
+    memory seen from a (primary) context. Every failed call is kept; none stops the others."""
+    calls: list[CudaCall] = []
+
+    def call(function: str, *args: object) -> bool:
+        c = _cuda_call(lib, function, *args)
+        calls.append(c)
+        return c.code == 0
+
+    dev = ctypes.c_int(0)
+    if not call("cuDeviceGet", ctypes.byref(dev), ctypes.c_int(ordinal)):
+        return CudaDevice(ordinal, None, None, None, None, None, None, None, calls[-1], tuple(calls))
+    name_buf = ctypes.create_string_buffer(256)
+    name = name_buf.value.decode(errors="replace") if call(
+        "cuDeviceGetName", name_buf, ctypes.c_int(len(name_buf)), dev
+    ) else None
+    major, minor = ctypes.c_int(0), ctypes.c_int(0)
+    ok_major = call("cuDeviceGetAttribute", ctypes.byref(major), ctypes.c_int(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), dev)
+    ok_minor = call("cuDeviceGetAttribute", ctypes.byref(minor), ctypes.c_int(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), dev)
+    total = ctypes.c_size_t(0)
+    ok_total = call("cuDeviceTotalMem_v2", ctypes.byref(total), dev)
+    bus_buf = ctypes.create_string_buffer(64)
+    bus = bus_buf.value.decode(errors="replace") if call(
+        "cuDeviceGetPCIBusId", bus_buf, ctypes.c_int(len(bus_buf)), dev
+    ) else None
+    raw_uuid = _CUuuid()
+    uuid = None
+    if call("cuDeviceGetUuid_v2", ctypes.byref(raw_uuid), dev) or (
+        calls[-1].missing and call("cuDeviceGetUuid", ctypes.byref(raw_uuid), dev)
+    ):
+        uuid = _format_uuid(bytes(raw_uuid.bytes))
+    free, context_error = _free_memory(lib, dev, calls)
+    return CudaDevice(
+        ordinal=ordinal,
+        name=name,
+        cc_major=major.value if ok_major else None,
+        cc_minor=minor.value if ok_minor else None,
+        memory_total=total.value if ok_total else None,
+        pci_bus_id=bus,
+        uuid=uuid,
+        memory_free=free,
+        context_error=context_error,
+        calls=tuple(calls),
+    )
+
+
+def _free_memory(lib: ctypes.CDLL, dev: ctypes.c_int, calls: list[CudaCall]) -> tuple[int | None, CudaCall | None]:
+    """cuMemGetInfo inside the device's primary context (what a framework will get), then release it."""
+    ctx = ctypes.c_void_p()
+    retain = _cuda_call(lib, "cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)
+    calls.append(retain)
+    if retain.code != 0:
+        return None, retain
+    try:
+        current = _cuda_call(lib, "cuCtxSetCurrent", ctx)
+        calls.append(current)
+        if current.code != 0:
+            return None, current
+        free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        info = _cuda_call(lib, "cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total))
+        calls.append(info)
+        _cuda_call(lib, "cuCtxSetCurrent", ctypes.c_void_p())
+        return (free.value, None) if info.code == 0 else (None, info)
+    finally:
+        release = _cuda_call(lib, "cuDevicePrimaryCtxRelease_v2", dev)
+        if release.missing:
+            release = _cuda_call(lib, "cuDevicePrimaryCtxRelease", dev)
+        calls.append(release)
 
 
 def _nvml_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:

@@ -34,8 +34,17 @@ def probe_framework() -> FrameworkFacts:
         import tensorflow as tf
     except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
         return FrameworkFacts(False, _error(exc), None, None, {}, None, (), (), None)
-    version = str(getattr(tf, "__version__", "unknown"))
-    location = str(getattr(tf, "__file__", None))
+    location = getattr(tf, "__file__", None) or ", ".join(getattr(tf, "__path__", []))
+    if not hasattr(tf, "__version__") or not hasattr(tf, "sysconfig"):
+        # A file or folder named tensorflow (a script called tensorflow.py, a stray directory) found
+        # before the real package: `import tensorflow` "works" but is not TensorFlow.
+        return FrameworkFacts(
+            False,
+            f"`import tensorflow` found {location or 'a namespace package'}, which is not the TensorFlow "
+            "package (a local file or folder named tensorflow shadows it)",
+            None, str(location), {}, None, (), (), None,
+        )
+    version = str(tf.__version__)
     stage("tf.sysconfig.get_build_info")
     try:
         build_info = _plain(dict(tf.sysconfig.get_build_info()))

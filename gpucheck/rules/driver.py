@@ -30,14 +30,23 @@ def library_version(path: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+#: Error and fatal log lines: absl's ("E0000 00:00:..."), TensorFlow 1.x/2.x's ("2026-... : F file.cc:37] ..."),
+#: and Python's own "Fatal Python error" (faulthandler).
+_SEVERE_LINE = re.compile(r"^(?:[EF]\d{4} |\d{4}-\d\d-\d\d [\d:.]+: [EF] )|Fatal Python error")
+_TRACE_LINE = re.compile(r"^(?:  File \"|Current thread 0x|Thread 0x|Extension modules:|\s*$)")
+
+
 def child_evidence(exit_: ChildExit) -> dict[str, Any]:
+    """How a probe child ended, with the lines that say why: severe log lines first, then the tail
+    of its output without Python's stack frames."""
     return {
+        "severe_lines": [ln for ln in exit_.stderr_tail if _SEVERE_LINE.search(ln)][-10:],
         "status": exit_.status,
         "returncode": exit_.returncode,
         "signal": exit_.signal,
         "last_call": exit_.last_stage,
         "duration_s": exit_.duration_s,
-        "output_tail": list(exit_.stderr_tail[-20:]),
+        "output_tail": [ln for ln in exit_.stderr_tail if not _TRACE_LINE.match(ln)][-15:],
         "error": exit_.error,
     }
 
@@ -131,12 +140,11 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out.append(nvml_crash)
     nf = nvml.facts
     if nf is not None and not nf.library.loaded:
-        libcuda_ok = cf is not None and cf.library.loaded
         out.append(
             finding(
                 "nvml-missing",
                 # TensorFlow does not need NVML; without it only monitoring (and gpucheck's health checks) go blind.
-                Severity.DEGRADED if libcuda_ok else Severity.BLOCKER,
+                Severity.DEGRADED,
                 summary="libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded.",
                 cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}.",
                 remedy=(

@@ -63,7 +63,11 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
                 Severity.BLOCKER,
                 summary="TensorFlow cannot be imported.",
                 cause=f"`import tensorflow` failed: {tf.import_error}",
-                remedy='Install it into this environment: `pip install "tensorflow[and-cuda]"`.',
+                remedy=(
+                    f"Rename or remove {tf.location} (it hides the real package), then run again."
+                    if tf.location and tf.import_error and "shadows" in tf.import_error
+                    else 'Install it into this environment: `pip install "tensorflow[and-cuda]"`.'
+                ),
                 evidence={"import_error": tf.import_error, "output_tail": list(exit_.stderr_tail[-10:])},
             )
         ]

@@ -1,0 +1,238 @@
+"""The plugin end to end on this very host (a CUDA build of TensorFlow, no driver, no GPU), its
+activation rules, its options, its report files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GpucheckRun
+
+HEAVY = ("tensorflow", "pynvml", "ctypes", "gpucheck.diagnosis", "gpucheck.session")
+
+
+def _real_host() -> bool:
+    return not any(os.path.exists(p) for p in ("/proc/driver/nvidia/version", "/dev/nvidiactl"))
+
+
+needs_driverless_host = pytest.mark.skipif(not _real_host(), reason="this host has an NVIDIA driver")
+
+
+@needs_driverless_host
+def test_this_host_has_no_gpu(run_gpucheck: Callable[..., GpucheckRun]) -> None:
+    """Acceptance: exit 1, no-nvidia-gpu named as root cause with its remedy, JSON verdict."""
+    run = run_gpucheck("-rs")
+    assert run.result.ret == 1
+    run.result.stdout.fnmatch_lines(
+        [
+            "gpucheck: no NVIDIA GPU;*TensorFlow 2.*CUDA*sees 0 GPU(s)",
+            "gpucheck verdict: not-accelerated (root cause: no-nvidia-gpu)",
+            "*= gpucheck =*",
+            "hardware*broken*no-nvidia-gpu",
+            "kernel*blocked*by no-nvidia-gpu",
+            "framework*blocked*by no-nvidia-gpu",
+            "root cause: no-nvidia-gpu (hardware): No NVIDIA GPU*",
+            "*remedy: Run on a machine with an NVIDIA GPU*",
+            "verdict: not-accelerated",
+            "SKIPPED*blocked by no-nvidia-gpu",
+        ]
+    )
+    report = run.report
+    assert report["schema"] == "gpucheck-report/1"
+    assert report["verdict"] == "not-accelerated"
+    assert report["root_cause"]["id"] == "no-nvidia-gpu"
+    assert set(report["root_cause"]) >= {"id", "severity", "layer", "summary", "cause", "remedy", "evidence"}
+    assert report["environment"]["gpucheck"]
+    assert report["facts"]["framework"]["facts"]["build_info"]["is_cuda_build"] is True
+    outcomes = {c["nodeid"].split("::")[-1]: c for c in report["checks"]}
+    assert outcomes["test_nvidia_gpu_on_pci_bus"]["outcome"] == "failed"
+    assert outcomes["test_nvidia_gpu_on_pci_bus"]["finding_ids"] == ["no-nvidia-gpu"]
+    assert outcomes["test_tensorflow_registers_gpus"]["outcome"] == "skipped"
+    failed = [c for c in report["checks"] if c["outcome"] == "failed"]
+    assert len(failed) == 1, "a broken machine shows one red line"
+    # TensorFlow's own words are kept as evidence of the (blocked) framework finding.
+    tf_log = next(f for f in report["findings"] if f["id"] == "framework-gpu-init-failed")["evidence"]["tensorflow_log"]
+    assert any("cuda" in line.lower() for line in tf_log)
+
+
+def test_plugin_inert_without_flag(pytester: pytest.Pytester) -> None:
+    """Without --gpucheck: options only; no TensorFlow, NVML, ctypes or diagnosis code is imported."""
+    pytester.makepyfile(
+        test_mine=f"""
+        import sys
+
+        def test_nothing_heavy_loaded():
+            loaded = [m for m in {HEAVY!r} if m in sys.modules]
+            assert loaded == []
+            maps = open("/proc/self/maps").read()
+            assert "libcuda" not in maps and "libnvidia-ml" not in maps
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    help_text = pytester.runpytest_subprocess("--help").stdout.str()
+    assert "--gpucheck-timeout" in help_text and "GPUCHECK_TIMEOUT" in help_text
+
+
+def test_import_of_plugin_is_light() -> None:
+    code = f"import sys, gpucheck.plugin; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == ""
+
+
+@needs_driverless_host
+def test_without_paths_only_the_suite_runs(pytester: pytest.Pytester) -> None:
+    """`pytest --gpucheck` ignores the project's own tests and testpaths; with paths it runs both."""
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    tests = pytester.mkdir("tests")
+    (tests / "test_project.py").write_text("def test_project():\n    pass\n")
+    pytester.makepyfile(test_root="def test_root():\n    pass\n")
+    alone = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "--co", "-q")
+    collected = alone.stdout.str()
+    assert "test_project" not in collected and "test_root" not in collected
+    assert "test_nvidia_gpu_on_pci_bus" in collected
+    both = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "test_root.py", "-q")
+    both.stdout.fnmatch_lines(["*1 failed, 2 passed*"])
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("cli", "*--gpucheck-timeout must be a number of seconds (got 'soon' from --gpucheck-timeout)*"),
+        ("env", "*--gpucheck-timeout must be a positive number of seconds (got '-3' from environment variable GPUCHECK_TIMEOUT)*"),
+        ("ini", "*--gpucheck-timeout must be a positive number of seconds (got '0' from ini key gpucheck_timeout in *tox.ini)*"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str, message: str
+) -> None:
+    args = ["--gpucheck", "-p", "no:cacheprovider"]
+    if how == "cli":
+        args.append("--gpucheck-timeout=soon")
+    elif how == "env":
+        monkeypatch.setenv("GPUCHECK_TIMEOUT", "-3")
+    else:
+        pytester.makefile(".ini", tox="[pytest]\ngpucheck_timeout = 0\n")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_option_precedence(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """Command line over environment over ini over default; the report says where each came from."""
+    pytester.makeini("[pytest]\ngpucheck_timeout = 41\n")
+    monkeypatch.setenv("GPUCHECK_TIMEOUT", "42")
+    run = run_gpucheck("--gpucheck-timeout=43")
+    assert run.report["settings"]["timeout"] == {"value": 43.0, "source": "--gpucheck-timeout"}
+    monkeypatch.delenv("GPUCHECK_TIMEOUT")
+    run = run_gpucheck()
+    assert run.report["settings"]["timeout"]["value"] == 41.0
+    assert run.report["settings"]["timeout"]["source"].startswith("ini key gpucheck_timeout")
+
+
+@needs_driverless_host
+def test_junit_xml_carries_cause_and_remedy(pytester: pytest.Pytester) -> None:
+    xml = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", f"--junitxml={xml}")
+    assert result.ret == 1
+    root = ET.parse(xml).getroot()
+    case = next(tc for tc in root.iter("testcase") if tc.get("name") == "test_nvidia_gpu_on_pci_bus")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["gpucheck.finding"] == "no-nvidia-gpu"
+    assert "PCI" in (props["gpucheck.cause"] or "")
+    assert "GPU" in (props["gpucheck.remedy"] or "")
+    skipped = next(tc for tc in root.iter("testcase") if tc.get("name") == "test_libcuda_loads")
+    assert {p.get("name"): p.get("value") for p in skipped.iter("property")} == {"gpucheck.blocked_by": "no-nvidia-gpu"}
+
+
+def _processes_with_env(key: str, value: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"{key}={value}".encode() in env:
+            pids.append(int(entry))
+    return pids
+
+
+def test_interrupt_writes_report_and_kills_probes(
+    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path]
+) -> None:
+    """Ctrl-C while cuInit hangs: the report is still written (atomically) and no probe child survives."""
+    scenario = json.loads((Path(__file__).parent / "scenarios/stack/cuinit-hangs.json").read_text())
+    machine = fake_machine(scenario)
+    report = tmp_path / "out" / "report.json"
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-timeout=120", f"--gpucheck-json={report}",
+         "-p", "no:cacheprovider"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    marker = str(machine / "scenario.cfg")
+    deadline = time.monotonic() + 60
+    # Wait until the probe children are running, then interrupt.
+    while time.monotonic() < deadline and len(_processes_with_env("GPUCHECK_FAKE_SCENARIO", marker)) < 3:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()
+    data = json.loads(report.read_text())
+    assert data["verdict"] == "not-accelerated"
+    assert data["root_cause"]["id"] == "diagnosis-incomplete"
+    assert data["complete"] is False
+    assert [p.name for p in report.parent.iterdir()] == ["report.json"], "no temporary file left behind"
+    time.sleep(0.5)
+    assert _processes_with_env("GPUCHECK_FAKE_SCENARIO", marker) == []
+
+
+def test_report_json_written_atomically_to_new_directory(
+    run_gpucheck: Callable[..., GpucheckRun], pytester: pytest.Pytester
+) -> None:
+    target = pytester.path / "deep" / "dir" / "r.json"
+    result = pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={target}", "-p", "no:cacheprovider")
+    assert result.ret in (0, 1)
+    data = json.loads(target.read_text())
+    assert data["schema"] == "gpucheck-report/1"
+    assert [p.name for p in target.parent.iterdir()] == ["r.json"]
+
+
+def test_unwritable_report_path_is_a_sentence(pytester: pytest.Pytester) -> None:
+    (pytester.path / "afile").write_text("")
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-json=afile/r.json", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpucheck-json cannot write the report to afile/r.json: */afile is not a directory*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_user_conftest_can_read_verdict(pytester: pytest.Pytester) -> None:
+    """The session plugin is reachable by name, for users' own hooks."""
+    pytester.makeconftest(
+        textwrap.dedent(
+            """
+            def pytest_terminal_summary(config):
+                plugin = config.pluginmanager.get_plugin("gpucheck-session")
+                print("USER-SEES", plugin.result().verdict)
+            """
+        )
+    )
+    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-s")
+    result.stdout.fnmatch_lines(["USER-SEES *accelerated*"])

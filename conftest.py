@@ -57,7 +57,9 @@ def fake_machine(
         libdir.mkdir(parents=True, exist_ok=True)
         version = scenario.get("driver_version", "550.54.15")
         for name in scenario.get("libraries", []):
-            fakelibs.build(getattr(fakelibs, name.upper()), libdir, version, fake_lib_cache)
+            # "libcudart@12.5.82": a library installed under its own version instead of the driver's.
+            lib_name, _, lib_version = name.partition("@")
+            fakelibs.build(getattr(fakelibs, lib_name.upper()), libdir, lib_version or version, fake_lib_cache)
         fakelibs.write_scenario(scenario, machine / "scenario.cfg")
         fakelibs.make_host_root(machine / "root", scenario.get("host", {}))
         monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))

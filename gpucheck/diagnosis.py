@@ -21,7 +21,9 @@ from gpucheck.facts import (
     CudaDriverFacts,
     Facts,
     FrameworkFacts,
-    NvmlBasicFacts,
+    LibrariesFacts,
+    NvmlFacts,
+    PlacementFacts,
     ProbeOutcome,
     from_json,
     to_json,
@@ -72,13 +74,23 @@ class Result:
 
 
 class _Pending(Generic[T]):
-    def __init__(self, name: str, future: Future[tuple[ChildExit, dict[str, Any] | None]], cls: type[T]) -> None:
+    def __init__(
+        self,
+        name: str,
+        future: Future[tuple[ChildExit, dict[str, Any] | None]],
+        cls: type[T],
+        key: str | None = None,
+    ) -> None:
         self.name = name
         self.future = future
         self.cls = cls
+        #: For a probe that runs within another's child: its key in that child's facts.
+        self.key = key
 
     def outcome(self) -> ProbeOutcome[T]:
         exit_, data = self.future.result()
+        if self.key is not None and data is not None:
+            data = data.get(self.key) if isinstance(data.get(self.key), dict) else None
         facts = from_json(self.cls, data) if data is not None else None
         return ProbeOutcome(self.name, exit_, facts)
 
@@ -92,14 +104,20 @@ class ChildProbe:
     facts_cls: type[Any]
     field: str
     env: tuple[tuple[str, str], ...] = ()
+    #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON),
+    #: not in a child of its own: the placement step shares the framework probe's TensorFlow import.
+    within: str | None = None
 
 
 #: Every child probe, slowest first (they start in this order): TensorFlow's import dominates the time
 #: to verdict. Adding a probe: a function in gpucheck.probes.child, a field in Facts, a line here.
 CHILD_PROBES: tuple[ChildProbe, ...] = (
     ChildProbe("framework", FrameworkFacts, "framework", tuple(FRAMEWORK_ENV.items())),
+    # Issue 5: placement, numerics, XLA, memory configurations, in the framework child after its facts.
+    ChildProbe("placement", PlacementFacts, "placement", within="framework"),
     ChildProbe("cuda", CudaDriverFacts, "cuda"),
-    ChildProbe("nvml", NvmlBasicFacts, "nvml"),
+    ChildProbe("libraries", LibrariesFacts, "libraries"),
+    ChildProbe("nvml", NvmlFacts, "nvml"),
 )
 
 
@@ -107,14 +125,20 @@ class Diagnosis:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runner = ChildRunner()
-        self._pool = ThreadPoolExecutor(max_workers=len(CHILD_PROBES), thread_name_prefix="gpucheck-probe")
+        own = [p for p in CHILD_PROBES if p.within is None]
+        self._pool = ThreadPoolExecutor(max_workers=len(own), thread_name_prefix="gpucheck-probe")
         self._lock = threading.Lock()
         self._result: Result | None = None
+        futures = {p.name: self._pool.submit(self.runner.run, p.name, settings.timeout, self._child_env(p)) for p in own}
         self._pending = [
-            _Pending(p.name, self._pool.submit(self.runner.run, p.name, settings.timeout, dict(p.env)), p.facts_cls)
+            _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
             for p in CHILD_PROBES
         ]
         self._pool.shutdown(wait=False)
+
+    def _child_env(self, probe: ChildProbe) -> dict[str, str]:
+        # The resolved timeout, so that a probe child running steps of its own (placement) can fit them in it.
+        return {**dict(probe.env), "GPUCHECK_TIMEOUT": f"{self.settings.timeout:g}"}
 
     def result(self) -> Result:
         """Wait for the probes (once) and evaluate the rules. Interrupts kill the children."""

@@ -395,6 +395,10 @@ class CudaLibrary:
     version_source: str | None
     #: Other files of this soname later in the search (shadowed by the first).
     shadowed: tuple[str, ...] = ()
+    #: Files of the same library with another soname version (e.g. libcudart.so.13 when .so.12 is needed).
+    other_versions: tuple[str, ...] = ()
+    #: The CUDA version the library was built for, when it says (cuDNN: cudnnGetCudartVersion), e.g. "12.5".
+    built_for_cuda: str | None = None
 
 
 @dataclass(frozen=True)
@@ -426,6 +430,179 @@ class LibrariesFacts:
 
     def library(self, key: str) -> CudaLibrary | None:
         return next((lib for lib in self.libraries if lib.key == key), None)
+
+
+# --- placement, numerics, memory configuration, XLA (issue 5; child processes) --------
+
+
+@dataclass(frozen=True)
+class OpRun:
+    """One op (a float32 matmul) under ``tf.device(requested)``, as TensorFlow ran it or refused to."""
+
+    requested: str
+    #: "eager" or "function" (inside a tf.function).
+    mode: str
+    soft_placement: bool
+    ok: bool
+    #: The device of the result tensor: where the op really ran.
+    device: str | None
+    #: The exception's class and TensorFlow's exact message when it refused.
+    error_type: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class FallbackOp:
+    """An op of the training step that asked for a GPU and ran on the CPU, with the reason."""
+
+    name: str
+    op_type: str
+    dtype: str | None
+    requested: str
+    device: str
+    #: "no GPU device", "no GPU kernel", "no GPU kernel for <dtype>", "GPU kernel exists (placed by colocation)".
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrainingStepPlacement:
+    """A small training step in a tf.function under ``tf.device(requested)`` with device-placement logging on."""
+
+    requested: str
+    ok: bool
+    error: str | None
+    #: How many ops TensorFlow's placer logged, and how many of them it put on a GPU.
+    placed_ops: int
+    on_gpu: int
+    fallbacks: tuple[FallbackOp, ...]
+
+
+@dataclass(frozen=True)
+class NumericCheck:
+    """One computation on a device against a float64 CPU reference (fresh random inputs)."""
+
+    device: str
+    #: "matmul", "conv2d" (cuDNN on a GPU), "reduce_sum".
+    op: str
+    #: "float32", "tensorfloat32", "float16", "bfloat16".
+    precision: str
+    ok: bool
+    ran_on: str | None
+    #: max |result - reference| / max |reference| (for a sum: / sum |x|).
+    error: float | None
+    tolerance: float
+    exception: str | None
+    shape: str
+
+
+@dataclass(frozen=True)
+class XlaRun:
+    """A ``jit_compile=True`` function on one device."""
+
+    device: str
+    ok: bool
+    ran_on: str | None
+    error: str | None
+    #: XLA's own log lines about ptxas / libdevice / the CUDA directories it searched.
+    log_lines: tuple[str, ...]
+    #: The directories XLA says it searched for the CUDA toolkit ("Searched for CUDA in ...").
+    searched: tuple[str, ...]
+    #: max relative error against a float64 reference, when it ran.
+    max_error: float | None = None
+
+
+@dataclass(frozen=True)
+class MultiDeviceRun:
+    """A data-parallel gradient step split across several devices (logical ones where there are not
+    enough physical GPUs), reduced on the first and compared with a float64 reference."""
+
+    devices: tuple[str, ...]
+    #: "gpus", "logical-gpus" or "logical-cpus".
+    kind: str
+    ok: bool
+    ran_on: tuple[str, ...]
+    error: float | None
+    tolerance: float
+    exception: str | None
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """What TensorFlow got of one GPU's memory, and what NVML said was free before it started."""
+
+    device: str
+    pci_bus_id: str | None
+    #: What TensorFlow's allocator may use on the device (its memory_limit; the "Created device ... with
+    #: N MB memory" figure).
+    tf_limit_mb: int | None
+    #: tf.config.experimental.get_memory_info after a test allocation: {"current": bytes, "peak": bytes}.
+    memory_info: dict[str, int] | None
+    nvml_free_mb: int | None
+    nvml_total_mb: int | None
+    #: Compute processes NVML lists on the GPU before TensorFlow started (pid, used MiB).
+    nvml_processes: tuple[tuple[int, int | None], ...]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class TfPlacementFacts:
+    """The TensorFlow step of the placement probe (default configuration, the CPU split in logical devices)."""
+
+    importable: bool
+    import_error: str | None
+    version: str | None
+    #: Physical GPUs TensorFlow registers, with their details (compute capability, name).
+    gpus: tuple[TfDevice, ...]
+    logical_devices: tuple[str, ...]
+    #: Logical CPU devices gpucheck split the CPU into (they appear in TensorFlow's device lists).
+    cpu_split: int
+    soft_placement_default: bool | None
+    runs: tuple[OpRun, ...]
+    training_step: TrainingStepPlacement | None
+    numerics: tuple[NumericCheck, ...]
+    xla: tuple[XlaRun, ...]
+    multi_device: MultiDeviceRun | None
+    memory: tuple[GpuMemory, ...]
+    #: Sections that raised unexpectedly (name: error); the probe carries on with the next.
+    errors: dict[str, str] = field(default_factory=dict)
+    #: gpucheck turned memory growth on in this process, so that the memory configurations can run beside it.
+    memory_growth_set: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryConfigFacts:
+    """One memory configuration tried in a TensorFlow process of its own (it can only be set before
+    TensorFlow initialises its GPUs, and cuda_malloc_async aborts the process where unsupported)."""
+
+    #: "memory-growth", "memory-limit", "cuda-malloc-async".
+    name: str
+    #: What was configured, in TensorFlow's terms.
+    setting: str
+    applied: bool | None
+    error: str | None
+    memory: tuple[GpuMemory, ...]
+    logical_gpus: tuple[str, ...]
+    multi_device: MultiDeviceRun | None
+
+
+@dataclass(frozen=True)
+class MemoryConfigOutcome:
+    name: str
+    exit: ChildExit
+    facts: MemoryConfigFacts | None
+
+
+@dataclass(frozen=True)
+class PlacementFacts:
+    """The placement probe: a step in the framework probe's TensorFlow process (one TensorFlow import per
+    run), then, only where TensorFlow registers GPUs, one process per memory configuration."""
+
+    tf: TfPlacementFacts | None
+    memory_configs: tuple[MemoryConfigOutcome, ...]
+    #: The memory / XLA settings of the environment, as TensorFlow will read them.
+    env: dict[str, str | None]
+    #: Why the memory configurations were not tried, when they were not.
+    memory_configs_skipped: str | None = None
 
 
 # --- a probe that ran in a child process ----------------------------------------------
@@ -464,6 +641,8 @@ class Facts:
     framework: ProbeOutcome[FrameworkFacts]
     #: CUDA libraries TensorFlow needs (issue 4); None when that probe was not run.
     libraries: ProbeOutcome[LibrariesFacts] | None = None
+    #: Placement, numerics, memory configuration and XLA (issue 5); None when that probe was not run.
+    placement: ProbeOutcome[PlacementFacts] | None = None
 
 
 def to_json(obj: Any) -> Any:

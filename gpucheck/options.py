@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,49 @@ def parse_report_path(text: str) -> str:
     return text
 
 
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4,
+    "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+    "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4,
+}
+
+
+def parse_memory(text: str) -> str:
+    """An amount of GPU memory: absolute (``2GiB``, ``512MiB``, ``4GB``, bytes) or a share of each GPU's
+    total (``10%``). Returned as given (stripped); :func:`memory_bytes` turns it into bytes for a GPU."""
+    m = _MEMORY.match(text)
+    if not m:
+        raise ValueError("must be an amount of memory like 2GiB, 512MiB or a percentage like 10%")
+    value, unit = float(m.group(1)), (m.group(2) or "B").upper()
+    if unit == "%" and not 0 < value < 100:
+        raise ValueError("must be a percentage above 0 and below 100")
+    if unit != "%" and value <= 0:
+        raise ValueError("must be a positive amount of memory")
+    return text.strip()
+
+
+def memory_bytes(spec: str, total: int) -> int:
+    """The bytes ``spec`` (a value :func:`parse_memory` accepted) asks for on a GPU with ``total`` bytes."""
+    m = _MEMORY.match(spec)
+    if not m:
+        raise ValueError(f"not an amount of memory: {spec!r}")
+    value, unit = float(m.group(1)), (m.group(2) or "B").upper()
+    if unit == "%":
+        return int(total * value / 100)
+    return int(value * _UNITS[unit])
+
+
+def parse_gpu_count(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError("must be a whole number of GPUs") from None
+    if value < 1:
+        raise ValueError("must be a number of GPUs of at least 1")
+    return value
+
+
 OPTIONS: tuple[Option, ...] = (
     Option(
         "timeout",
@@ -82,6 +126,21 @@ OPTIONS: tuple[Option, ...] = (
         "SECONDS",
     ),
     Option("json", parse_report_path, None, "write the report JSON (schema gpucheck-report/1) to PATH", "PATH"),
+    Option(
+        "min-free-memory",
+        parse_memory,
+        "10%",
+        "free memory each GPU must have for the work: absolute (2GiB, 512MiB) or a share of the GPU's "
+        "memory (10%); less is gpu-memory-exhausted (default 10%)",
+        "AMOUNT",
+    ),
+    Option(
+        "expect-gpus",
+        parse_gpu_count,
+        None,
+        "how many GPUs this machine should show; another count is gpu-count-mismatch",
+        "N",
+    ),
 )
 
 
@@ -89,6 +148,9 @@ OPTIONS: tuple[Option, ...] = (
 class Settings:
     timeout: float = 60.0
     json: str | None = None
+    #: As given (``2GiB``, ``10%``); options.memory_bytes() says how many bytes that is on a GPU.
+    min_free_memory: str = "10%"
+    expect_gpus: int | None = None
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -102,7 +164,9 @@ def add_options(parser: pytest.Parser) -> None:
         help="run gpucheck's diagnostic suite (alone when no path is given, else beside the given tests)",
     )
     for opt in OPTIONS:
-        group.addoption(opt.flag, dest=opt.dest, default=None, metavar=opt.metavar, help=f"{opt.help}. Also {opt.env} / ini {opt.ini}.")
+        # argparse %-formats help texts: a literal "10%" must reach it as "10%%".
+        text = f"{opt.help}. Also {opt.env} / ini {opt.ini}.".replace("%", "%%")
+        group.addoption(opt.flag, dest=opt.dest, default=None, metavar=opt.metavar, help=text)
         parser.addini(opt.ini, f"gpucheck: {opt.help}", default=None)
 
 

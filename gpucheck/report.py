@@ -8,8 +8,10 @@ import tempfile
 from typing import Any
 
 from gpucheck.diagnosis import Result, environment
+from gpucheck.facts import Facts
 from gpucheck.model import Finding
 from gpucheck.options import Settings
+from gpucheck.rules.devicemap import device_map_lines
 
 SCHEMA = "gpucheck-report/1"
 _STATE_MARKUP: dict[str, dict[str, bool]] = {
@@ -76,8 +78,41 @@ def header_lines(result: Result) -> list[str]:
     else:
         parts.append(f"TensorFlow probe: {facts.framework.exit.status}")
     lines = ["gpucheck: " + "; ".join(parts)]
+    lines.extend(inventory_lines(facts))
+    lines.extend(device_map_lines(facts))
     rc = result.root_cause
     lines.append(f"gpucheck verdict: {result.verdict}" + (f" (root cause: {rc.id})" if rc else ""))
+    return lines
+
+
+def inventory_lines(facts: Facts, limit: int = 16) -> list[str]:
+    """The GPUs as NVML lists them, one line each; nothing when NVML did not answer."""
+    nf = facts.nvml.facts
+    if nf is None or nf.init is None or nf.init.code != 0:
+        return []
+    cuda = nf.cuda_driver_version
+    head = f"gpucheck: NVML {nf.nvml_version or '?'} (driver {nf.driver_version or '?'}" + (
+        f", CUDA {cuda // 1000}.{cuda % 1000 // 10})" if cuda else ")"
+    ) + f" lists {nf.device_count or 0} GPU(s)"
+    lines = [head]
+    for g in nf.gpus[:limit]:
+        if g.handle_error is not None:
+            lines.append(f"gpucheck:   GPU {g.index}: unreachable ({g.handle_error.name})")
+            continue
+        bits = [g.name or "?", g.pci_bus_id or "?"]
+        if g.compute_capability:
+            bits.append(f"cc {g.compute_capability}")
+        if g.memory is not None:
+            bits.append(f"{g.memory.free / 2**30:.1f} of {g.memory.total / 2**30:.1f} GiB free")
+        if g.mig is not None and g.mig.current == 1:
+            bits.append(f"MIG on ({len(g.mig.instances)} instance(s))")
+        if g.pcie is not None and g.pcie.gen is not None and g.pcie.width is not None:
+            bits.append(f"PCIe Gen{g.pcie.gen} x{g.pcie.width}")
+        if g.temperature_c is not None:
+            bits.append(f"{g.temperature_c} C")
+        lines.append(f"gpucheck:   GPU {g.index}: " + ", ".join(bits))
+    if len(nf.gpus) > limit:
+        lines.append(f"gpucheck:   ... and {len(nf.gpus) - limit} more (all in the JSON report's facts)")
     return lines
 
 

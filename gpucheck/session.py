@@ -11,7 +11,7 @@ import pytest
 
 from gpucheck import report
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.model import Severity
+from gpucheck.model import Finding, Severity
 from gpucheck.options import Settings
 
 CHECKS_DIR = Path(__file__).resolve().parent / "checks"
@@ -30,19 +30,39 @@ class Check:
     def result(self) -> Result:
         return self._session.result()
 
-    def verify(self, layer: str, ids: tuple[str, ...], requires: tuple[str, ...] = ()) -> None:
+    @property
+    def settings(self) -> Settings:
+        return self._session.settings
+
+    def verify(
+        self,
+        layer: str,
+        ids: tuple[str, ...],
+        requires: tuple[str, ...] = (),
+        subject: str | None = None,
+        unchecked: str | None = None,
+    ) -> None:
         """Fail with the finding of ``ids`` that is a fault; skip when a lower root cause (or a
-        finding of ``requires`` in the same layer) blocks this question."""
+        finding of ``requires`` in the same layer) blocks this question. A per-GPU check passes its
+        ``subject`` ("GPU-0"): findings about another subject are not its own (those about none are).
+        ``unchecked`` says why the facts for this question are missing: then, unblocked and without
+        a finding, the check is skipped as "not checked: ..." instead of passing."""
         result = self.result
-        mine = result.findings_for(ids)
+
+        def about(f: Finding) -> bool:
+            return subject is None or f.subject is None or f.subject == subject
+
+        mine = [f for f in result.findings_for(ids) if about(f)]
         self._item.stash[FINDING_IDS] = [f.id for f in mine]
         blocker = result.blocked_by(layer) or next(
-            (f for f in result.findings_for(requires) if f.severity is Severity.BLOCKER), None
+            (f for f in result.findings_for(requires) if f.severity is Severity.BLOCKER and about(f)), None
         )
         if blocker is not None and blocker not in mine:
             self._item.user_properties.append(("gpucheck.blocked_by", blocker.id))
             pytest.skip(f"blocked by {blocker.id}")
         faults = [f for f in mine if f.is_fault]
+        if not faults and unchecked is not None:
+            pytest.skip(f"not checked: {unchecked}")
         if not faults:
             return
         for f in faults:

@@ -39,6 +39,9 @@ class FakeLibrary:
     #: Preprocessor symbols for a scenario-independent build variant (e.g. an old driver that lacks
     #: an entry point: absent from the .so, not an error code).
     defines: tuple[str, ...] = ()
+    #: Sonames recorded as DT_NEEDED, as the real library has them (libcusparse.so.12 needs
+    #: libnvJitLink.so.12): without them beside it, dlopen fails naming the dependency.
+    needs: tuple[str, ...] = ()
 
 
 LIBCUDA = FakeLibrary("libcuda.so.1", "libcuda.c")
@@ -49,6 +52,41 @@ LIBNVML_R470 = FakeLibrary(
     "libnvidia-ml.c",
     ("FAKE_NVML_NO_MEMORY_V2", "FAKE_NVML_NO_PROCESSES_V3", "FAKE_NVML_NO_CLOCKS_EVENT"),
 )
+#: CUDA 12 user-space libraries as the nvidia-*-cu12 wheels ship them (issue 4). A scenario names one
+#: as "libcudart@12.5.82" to install it as libcudart.so.12.5.82 with the libcudart.so.12 link.
+LIBCUDART = FakeLibrary("libcudart.so.12", "libcudart.c")
+LIBCUDNN = FakeLibrary("libcudnn.so.9", "libcudnn.c")
+LIBCUBLAS = FakeLibrary("libcublas.so.12", "libcudamath.c")
+LIBCUBLASLT = FakeLibrary("libcublasLt.so.12", "libcudamath.c")
+LIBCUFFT = FakeLibrary("libcufft.so.11", "libcudamath.c")
+LIBCUSOLVER = FakeLibrary("libcusolver.so.11", "libcudamath.c")
+LIBCUSPARSE = FakeLibrary("libcusparse.so.12", "libcudamath.c", needs=("libnvJitLink.so.12",))
+LIBNVJITLINK = FakeLibrary("libnvJitLink.so.12", "libcudamath.c")
+#: Every library TensorFlow 2.21 must dlopen before it registers a GPU (dlopen_checker.cc), cuDNN last.
+CUDA12_RUNTIME = (
+    "libcudart@12.5.82",
+    "libcublas@12.5.3.2",
+    "libcublasLt@12.5.3.2",
+    "libcufft@11.2.3.61",
+    "libcusolver@11.6.3.83",
+    "libcusparse@12.5.1.3",
+    "libnvJitLink@12.5.82",
+)
+
+
+def _stub_dir(cc: str, sonames: tuple[str, ...], cache_dir: Path) -> Path:
+    """Empty libraries named after ``sonames``, only to link DT_NEEDED entries against."""
+    stubs = cache_dir / "link-stubs"
+    stubs.mkdir(parents=True, exist_ok=True)
+    src = stubs / "stub.c"
+    if not src.exists():
+        src.write_text("void gpucheck_link_stub(void) {}\n")
+    for soname in sonames:
+        out = stubs / soname
+        if not out.exists():
+            cmd = [cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src)]
+            subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return stubs
 
 
 def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Path:
@@ -59,7 +97,7 @@ def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Pat
         raise RuntimeError("no C compiler (cc, gcc or clang) on PATH")
     src = FAKES / lib.source
     digest = hashlib.sha256(
-        (src.read_text() + (FAKES / "fakecfg.h").read_text() + " ".join(lib.defines)).encode()
+        (src.read_text() + (FAKES / "fakecfg.h").read_text() + " ".join(lib.defines + lib.needs)).encode()
     ).hexdigest()[:16]
     built = cache_dir / f"{lib.soname}-{digest}.so"
     if not built.exists():
@@ -67,6 +105,9 @@ def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Pat
         tmp = built.with_suffix(".tmp")
         cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", f"-Wl,-soname,{lib.soname}", "-I", str(FAKES), "-o", str(tmp), str(src)]
         cmd[1:1] = [f"-D{d}" for d in lib.defines]
+        if lib.needs:
+            stubs = _stub_dir(cc, lib.needs, cache_dir)
+            cmd += ["-Wl,--no-as-needed", f"-L{stubs}", *[f"-l:{n}" for n in lib.needs]]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"compiling {src.name} failed:\n{proc.stderr}")

@@ -14,10 +14,19 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 STAGE_PREFIX = "@@gpucheck-stage "
+#: Set by a probe child for the grandchildren it starts (gpucheck.probes.placement): the pid they must
+#: not outlive. They ask the kernel for SIGKILL when it dies (PR_SET_PDEATHSIG), since a killed probe
+#: child cannot stop the grandchildren of its own sessions.
+DIE_WITH_PARENT_ENV = "GPUCHECK_DIE_WITH_PARENT"
+#: Exit code of a staged probe stopped at its deadline (GPUCHECK_TIMEOUT, less a margin) after its first
+#: result was written: the parent then has that result rather than a killed child with nothing.
+DEADLINE_EXIT = 124
 
 
 def stage(name: str) -> None:
@@ -26,13 +35,58 @@ def stage(name: str) -> None:
 
 
 def _probes() -> dict[str, Callable[[], Any]]:
-    from gpucheck.probes import driver, framework
+    from gpucheck.probes import driver, libraries, nvml, placement
 
     return {
         "cuda": driver.probe_cuda_driver,
-        "nvml": driver.probe_nvml_basic,
-        "framework": framework.probe_framework,
+        # The ctypes load (for the loader's message) and init, then the inventory and health through nvidia-ml-py.
+        "nvml": nvml.probe_nvml,
+        # The framework facts, then (in the same process: one TensorFlow import per run, issue 5) the placement
+        # step; it yields both in turn, so a crash in the placement step keeps the framework facts.
+        "framework": placement.framework_then_placement,
+        # Issue 4: the CUDA libraries TensorFlow's build needs, found as the loader would, and XLA's toolchain.
+        "libraries": libraries.probe_libraries,
+        # Issue 5: grandchildren of the framework child, one memory configuration each.
+        "placement-memory-growth": placement.probe_memory_growth,
+        "placement-memory-limit": placement.probe_memory_limit,
+        "placement-cuda-malloc-async": placement.probe_cuda_malloc_async,
     }
+
+
+def _die_with_parent() -> None:
+    """Ask for SIGKILL when the parent named in DIE_WITH_PARENT_ENV dies; leave if it already has."""
+    parent = os.environ.get(DIE_WITH_PARENT_ENV)
+    if not parent or not parent.isdigit():
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):
+        os._exit(3)
+
+
+def _deadline_watchdog(start: float) -> threading.Timer | None:
+    try:
+        timeout = float(os.environ.get("GPUCHECK_TIMEOUT", ""))
+    except ValueError:
+        return None
+    left = start + timeout - min(2.0, 0.1 * timeout) - time.monotonic()
+
+    def leave() -> None:
+        # Not a stage: the last stage stays the step that did not finish.
+        sys.stderr.write(f"gpucheck: the probe stopped at its deadline ({timeout:g} s timeout)\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(DEADLINE_EXIT)
+
+    timer = threading.Timer(max(left, 0.0), leave)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _write_atomically(path: str, data: Any) -> None:
@@ -55,7 +109,19 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"unknown probe {name!r}; known: {', '.join(sorted(probes))}\n")
         return 2
     faulthandler.enable()
+    _die_with_parent()
+    start = time.monotonic()
     result = probes[name]()
+    if isinstance(result, Iterator):
+        # A staged probe: each result is more complete than the last, and is written as soon as it is known.
+        # Once the first is written, the probe leaves at its deadline with what it has.
+        watchdog: threading.Timer | None = None
+        for partial in result:
+            stage("write facts")
+            _write_atomically(out, to_json(partial))
+            if watchdog is None:
+                watchdog = _deadline_watchdog(start)
+        return 0
     stage("write facts")
     _write_atomically(out, to_json(result))
     return 0

@@ -11,17 +11,24 @@ from __future__ import annotations
 from gpucheck.facts import Facts
 from gpucheck.model import Finding
 from gpucheck.options import Settings
-from gpucheck.rules import driver, framework, host, visibility
+from gpucheck.rules import compat, devicemap, driver, framework, host, libraries, nvml, placement, visibility
 
 #: Layers whose facts this version gathers; the others are reported as "not checked".
-CHECKED_LAYERS = frozenset({"hardware", "kernel", "driver", "visibility", "framework"})
+CHECKED_LAYERS = frozenset(
+    {"hardware", "kernel", "driver", "visibility", "compatibility", "libraries", "framework", "placement", "resources", "health"}
+)
 
 RULES = (
     host.hardware_rules,
     host.kernel_rules,
     driver.driver_rules,
     visibility.visibility_rules,
+    nvml.nvml_rules,
+    devicemap.device_map_rules,
+    compat.compat_rules,
+    libraries.library_rules,
     framework.framework_rules,
+    placement.placement_rules,
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from typing import Any
 
 from gpucheck.facts import ChildExit, CudaCall, Facts
@@ -15,6 +16,7 @@ CUDA_NO_DEVICE = 100
 CUDA_STUB_LIBRARY = 34
 CUDA_INSUFFICIENT_DRIVER = 35
 CUDA_SYSTEM_DRIVER_MISMATCH = 803
+CUDA_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804
 NVML_DRIVER_NOT_LOADED = 9
 NVML_GPU_IS_LOST = 15
 NVML_LIB_RM_VERSION_MISMATCH = 18
@@ -155,7 +157,20 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
             )
         )
     elif nf is not None and nf.init is not None and nf.init.code not in (0, None) and on_bus:
-        out.extend(_nvml_init_findings(nf.init, kernel.module_version))
+        # NVML_ERROR_DRIVER_NOT_LOADED agreeing with the kernel layer is one finding, the kernel's (NVML's
+        # answer is in its evidence); said alone (the module looks loaded), it is NVML's own.
+        kernel_says_unloaded = (
+            kernel.version_line is None and not kernel.module_in_sysfs and not facts.hardware.wsl_dxg
+        )
+        for f in _nvml_init_findings(nf.init, kernel.module_version):
+            if f.id == "driver-not-loaded" and kernel_says_unloaded:
+                continue
+            same = next((i for i, o in enumerate(out) if o.id == f.id and o.subject == f.subject), None)
+            if same is None:
+                out.append(f)
+            else:
+                # CUDA said it first (cuInit 803 for a mismatch): one finding, NVML's answer joins its evidence.
+                out[same] = replace(out[same], evidence={**out[same].evidence, "nvmlInit": f.evidence})
 
     # The version in libcuda's file name against the kernel module's: an upgrade without a reboot.
     lib_version = library_version(cf.library.path) if cf is not None else None
@@ -187,8 +202,9 @@ def _cuinit_findings(facts: Facts, init: CudaCall, lib_path: str | None, on_bus:
     code = init.code
     vis = facts.visibility
     evidence: dict[str, Any] = {"cuInit": code, "name": init.name, "message": init.message, "libcuda": lib_path}
-    if code == CUDA_NO_DEVICE and (not on_bus or vis.cuda_visible_devices is not None):
-        # No GPU at all (hardware layer says so) or hidden by CUDA_VISIBLE_DEVICES (visibility layer says so).
+    if code == CUDA_NO_DEVICE and (not on_bus or vis.cuda_visible_devices is not None or nvml_explains_no_device(facts)):
+        # No GPU at all (hardware layer says so), hidden by CUDA_VISIBLE_DEVICES, or every GPU lost or in MIG
+        # mode without an instance (the visibility layer says so).
         return []
     if code == CUDA_SYSTEM_DRIVER_MISMATCH:
         return [_mismatch(facts.kernel.module_version, library_version(lib_path), evidence)]
@@ -201,6 +217,25 @@ def _cuinit_findings(facts: Facts, init: CudaCall, lib_path: str | None, on_bus:
                 cause=_call_text(init) + ": the loaded libcuda is newer than the kernel driver can serve.",
                 remedy="Install a newer NVIDIA driver (`sudo apt install nvidia-driver-<newer branch>`) and reboot.",
                 evidence=evidence,
+            )
+        ]
+    if code == CUDA_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+        return [
+            finding(
+                "forward-compat-unsupported",
+                Severity.BLOCKER,
+                summary="cuInit refuses the CUDA forward-compatibility package on this GPU (804).",
+                cause=(
+                    f"{_call_text(init)}: the libcuda.so.1 loaded ({lib_path}) is a cuda-compat package newer than "
+                    "the kernel driver, and forward compatibility only works on data-center GPUs (and some "
+                    "NGC-ready RTX); on this GPU the user-space driver must match the kernel module."
+                ),
+                remedy=(
+                    "Remove the forward-compatibility libraries from the loader's path (the cuda-compat "
+                    "directory, e.g. /usr/local/cuda/compat, from LD_LIBRARY_PATH or /etc/ld.so.conf.d, then "
+                    "`sudo ldconfig`), or upgrade the NVIDIA driver itself to the CUDA version you need."
+                ),
+                evidence={**evidence, "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH")},
             )
         ]
     if code == CUDA_STUB_LIBRARY:
@@ -227,6 +262,14 @@ def _cuinit_findings(facts: Facts, init: CudaCall, lib_path: str | None, on_bus:
             evidence=evidence,
         )
     ]
+
+
+def nvml_explains_no_device(facts: Facts) -> bool:
+    """NVML lists GPUs and none of them can run CUDA work for a reason the visibility rules report."""
+    from gpucheck.rules.nvml import answered, lost, mig_without_instances
+
+    nf = answered(facts)
+    return nf is not None and bool(nf.gpus) and all(lost(g) or mig_without_instances(g) for g in nf.gpus)
 
 
 def _nvml_init_findings(init: CudaCall, module: str | None) -> list[Finding]:

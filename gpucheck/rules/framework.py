@@ -17,6 +17,14 @@ def tf_log_lines(lines: tuple[str, ...] | list[str]) -> list[str]:
     return [ln for ln in lines if TF_LOG_LINE.match(ln) or "Could not" in ln or "cuda" in ln.lower()]
 
 
+def explain_log(lines: tuple[str, ...] | list[str]) -> list[dict[str, str]]:
+    """Each recognised line of TensorFlow's output with the cause it points to ("harmless" for the
+    notices that never are one), from data/log_patterns.json."""
+    from gpucheck.logs import classify
+
+    return [{"line": m.line, "means": m.finding or "harmless"} for m in classify(list(lines)).matches]
+
+
 def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     probe = facts.framework
     exit_ = probe.exit
@@ -107,6 +115,8 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
                     "build_info": tf.build_info,
                     "devices": [d.name for d in tf.devices],
                     "tensorflow_log": logs,
+                    # TensorFlow's own words, read by the classifier `gpucheck explain` uses (issue 4).
+                    "tensorflow_log_means": explain_log(exit_.stderr_tail),
                 },
             )
         ]

@@ -70,7 +70,10 @@ def kernel_rules(facts: Facts, settings: Settings) -> list[Finding]:
     if not gpus_on_bus(facts) or hw.wsl_dxg:
         return []
     out: list[Finding] = []
-    loaded = k.version_line is not None or k.module_in_sysfs
+    nf = facts.nvml.facts
+    nvml_init = nf.init if nf is not None else None
+    # An NVML that initialises talks to the module, wherever /proc and /sys are hidden: the layers agree.
+    loaded = k.version_line is not None or k.module_in_sysfs or (nvml_init is not None and nvml_init.code == 0)
     if not loaded:
         bound = {d.bus_id: d.driver for d in hw.nvidia_gpus}
         others = sorted({drv for drv in bound.values() if drv and drv != "nvidia"})
@@ -108,6 +111,11 @@ def kernel_rules(facts: Facts, settings: Settings) -> list[Finding]:
                     "version_file": k.version_file,
                     "version_error": k.version_error,
                     "competing_modules": list(k.competing_modules),
+                    "nvmlInit": (
+                        {"code": nvml_init.code, "name": nvml_init.name, "message": nvml_init.message}
+                        if nvml_init is not None
+                        else None
+                    ),
                 },
             )
         )

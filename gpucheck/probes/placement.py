@@ -1,0 +1,851 @@
+"""Placement-layer probes: where ops really run, whether GPU results are right, whether memory settings
+and XLA work.
+
+One TensorFlow import per run: importing TensorFlow is most of the time to verdict, and two imports at
+once cost twice that on a small machine. So the placement step runs in the framework probe's child,
+after that probe has written its facts (:func:`framework_then_placement` yields both in turn: a crash
+in the placement step keeps the framework facts). It configures what must be configured before
+TensorFlow initialises its devices (the placement log, the CPU split in logical devices for the
+multi-device path, memory growth where there are GPUs) and then places ops, checks numerics, runs XLA.
+
+Where TensorFlow registers GPUs, each memory configuration (memory growth, a memory limit through
+logical devices, ``TF_GPU_ALLOCATOR=cuda_malloc_async``, which aborts the process where unsupported)
+runs in a TensorFlow process of its own through :class:`gpucheck.isolation.ChildRunner`; the way each
+ended is a fact. Those grandchildren die with the probe child (``PR_SET_PDEATHSIG``, see
+``gpucheck.probes.child``) and have a timeout inside the probe's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gpucheck.facts import (
+    ChildExit,
+    FallbackOp,
+    GpuMemory,
+    MemoryConfigFacts,
+    MemoryConfigOutcome,
+    MultiDeviceRun,
+    NumericCheck,
+    OpRun,
+    PlacementFacts,
+    TfDevice,
+    TfPlacementFacts,
+    TrainingStepPlacement,
+    XlaRun,
+    from_json,
+)
+from gpucheck.probes.child import DIE_WITH_PARENT_ENV, stage
+
+#: Environment variables TensorFlow reads for memory and XLA; their values are facts.
+ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
+#: TensorFlow's own log lines, INFO included (the placement log is INFO).
+TF_LOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
+#: How many logical CPU devices the TensorFlow step splits the CPU into, for the multi-device path.
+CPU_SPLIT = 2
+#: The memory limit (MiB) of each logical GPU in the memory-limit step; the allocation that must fail.
+MEMORY_LIMIT_MB = 256
+#: Test allocation (float32 elements: 64 MiB).
+ALLOC_ELEMENTS = 16 * 1024 * 1024
+#: The section where TensorFlow creates its devices: its error makes every op fail.
+INIT_SECTION = "initialise devices"
+#: Memory configurations are not started with less time than this left (seconds).
+MIN_STEP_BUDGET = 10.0
+
+#: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to
+#: it, accumulation in float32). On this host's CPU the errors are about 6e-7 (float32 matmul), 5e-4
+#: (float16), 4e-3 (bfloat16), 3e-7 (conv2d), 5e-10 (2^20-element sum); the margins leave room for the
+#: other summation orders of cuBLAS / cuDNN algorithms, while a wrong result is off by order 1.
+TOLERANCE = {
+    ("matmul", "float32"): 1e-5,
+    ("matmul", "tensorfloat32"): 1e-2,
+    ("matmul", "float16"): 1e-2,
+    ("matmul", "bfloat16"): 3e-2,
+    ("conv2d", "float32"): 1e-4,
+    ("reduce_sum", "float32"): 1e-4,
+}
+MULTI_DEVICE_TOLERANCE = 1e-5
+XLA_TOLERANCE = 1e-4
+
+#: Ops of a graph that are plumbing, not computation: they say nothing about acceleration.
+STRUCTURAL_OPS = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "NoOp", "Const"})
+
+_PLACED = re.compile(r"(?:\] |^)(?P<name>[^\s:]+): \((?P<type>[\w]+)\): (?P<device>/job:\S+)\s*$")
+_COLOCATION = re.compile(r"Ignoring device specification (?P<spec>\S+) for node '(?P<name>[^']+)' because (?P<why>.*)$")
+_XLA_LINE = re.compile(r"libdevice|ptxas|nvvm|Searched for CUDA|xla_gpu_cuda_data_dir|nvlink", re.IGNORECASE)
+_SEARCHED_HEADER = "Searched for CUDA in the following directories"
+_SEARCHED_ENTRY = re.compile(r"^(?:\S.*\]\s{2,}|\s{2,})(?P<dir>[./$~\w].*?)\s*$")
+
+
+def _err(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _message(exc: BaseException) -> str:
+    """TensorFlow's own message for its errors (``OpError.message``), else ``str(exc)``."""
+    msg = getattr(exc, "message", None)
+    return str(msg) if isinstance(msg, str) and msg else str(exc)
+
+
+# --- TensorFlow's own output ----------------------------------------------------------------------
+
+#: The placement log: once on, TensorFlow logs every op it places and executes (it can only be switched
+#: on before the devices are initialised, and not off again for functions). It is kept out of the
+#: output the parent keeps as evidence.
+_PLACEMENT_NOISE = re.compile(r"placer\.cc:\d+\]|execute\.cc:\d+\] Executing op |^[^\s:]+: \(\w+\): /job:")
+
+
+def quiet(lines: list[str]) -> list[str]:
+    """TensorFlow's output without the placement log."""
+    return [ln for ln in lines if not _PLACEMENT_NOISE.search(ln)]
+
+
+class _Captured:
+    lines: list[str]
+
+    def __init__(self) -> None:
+        self.lines = []
+
+
+@contextlib.contextmanager
+def captured() -> Iterator[_Captured]:
+    """File descriptors 1 and 2 (TensorFlow's C++ logs) go to a file for the block; afterwards its
+    lines are handed back and, without the placement log, written to the real stderr, where the parent
+    keeps them. faulthandler keeps writing to the real stderr meanwhile."""
+    cap = _Captured()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    pipe = os.fdopen(os.dup(2), "w", errors="replace")
+    faulthandler.enable(file=pipe)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 1)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield cap
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            with contextlib.suppress(Exception):
+                ctypes.CDLL(None).fflush(None)
+            os.dup2(saved_out, 1)
+            os.dup2(saved_err, 2)
+            os.close(saved_out)
+            os.close(saved_err)
+            faulthandler.enable(file=sys.stderr)
+            pipe.close()
+            tmp.seek(0)
+            cap.lines = tmp.read().decode(errors="replace").splitlines()
+    kept = quiet(cap.lines)
+    if kept:
+        sys.stderr.write("\n".join(kept) + "\n")
+        sys.stderr.flush()
+
+
+def xla_toolchain_lines(lines: list[str]) -> tuple[list[str], list[str]]:
+    """XLA's lines about ptxas / libdevice, and the CUDA directories it says it searched."""
+    relevant: list[str] = []
+    searched: list[str] = []
+    in_list = False
+    for line in lines:
+        if _SEARCHED_HEADER in line:
+            relevant.append(line)
+            in_list = True
+            continue
+        if in_list:
+            m = _SEARCHED_ENTRY.match(line)
+            if m and not line.lstrip().startswith("You can choose"):
+                entry = m.group("dir")
+                if entry not in searched:
+                    searched.append(entry)
+                relevant.append(line)
+                continue
+            in_list = False
+        if _XLA_LINE.search(line):
+            relevant.append(line)
+    return relevant[-40:], searched
+
+
+def normalise_bus_id(text: str) -> str | None:
+    """``00000000:3B:00.0`` (NVML) and ``0000:3b:00.0`` (TensorFlow) -> ``0000:3b:00.0``."""
+    try:
+        head, fn = text.strip().rsplit(".", 1)
+        parts = head.split(":")
+        domain = int(parts[-3], 16) if len(parts) >= 3 else 0
+        return f"{domain:04x}:{int(parts[-2], 16):02x}:{int(parts[-1], 16):02x}.{int(fn, 16)}"
+    except (ValueError, IndexError):
+        return None
+
+
+# --- NVML before TensorFlow reserves memory -------------------------------------------------------
+
+
+def nvml_snapshot() -> dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]]:
+    """Free / total MiB and compute processes of every GPU NVML sees, by normalised PCI bus id."""
+    out: dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]] = {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - without NVML there is nothing to compare with
+        return out
+    try:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                bus_raw = pynvml.nvmlDeviceGetPciInfo(handle).busId
+                bus = normalise_bus_id(bus_raw.decode() if isinstance(bus_raw, bytes) else str(bus_raw))
+                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                procs: list[Any] = []
+                # The 470 branch lacks the _v3 entry point the default binding calls (PITFALLS.md).
+                for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"):
+                    fn = getattr(pynvml, name, None)
+                    if fn is None:
+                        continue
+                    try:
+                        procs = list(fn(handle))
+                        break
+                    except Exception:  # noqa: BLE001
+                        continue
+                plist = tuple(
+                    (int(p.pid), int(p.usedGpuMemory) // (1 << 20) if isinstance(p.usedGpuMemory, int) else None)
+                    for p in procs
+                )
+                if bus:
+                    out[bus] = (int(mem.free) // (1 << 20), int(mem.total) // (1 << 20), plist)
+            except Exception:  # noqa: BLE001 - one GPU NVML cannot read is not the end of the snapshot
+                continue
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return out
+
+
+# --- the TensorFlow step --------------------------------------------------------------------------
+
+
+def _gpu_details(tf: Any, dev: Any) -> dict[str, Any]:
+    try:
+        raw = dict(tf.config.experimental.get_device_details(dev))
+    except Exception as exc:  # noqa: BLE001
+        return {"error": _err(exc)}
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        out[str(k)] = list(v) if isinstance(v, tuple) else v if isinstance(v, (str, int, float, bool)) else str(v)
+    return out
+
+
+def compute_capability(details: dict[str, Any]) -> tuple[int, int] | None:
+    cc = details.get("compute_capability")
+    if isinstance(cc, (list, tuple)) and len(cc) == 2:
+        try:
+            return int(cc[0]), int(cc[1])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _place_matmul(tf: Any, np: Any, requested: str, mode: str, soft: bool) -> OpRun:
+    rng = np.random.default_rng()
+    a = tf.constant(rng.standard_normal((64, 64)), dtype=tf.float32)
+    try:
+        tf.config.set_soft_device_placement(soft)
+        if mode == "eager":
+            with tf.device(requested):
+                out = tf.matmul(a, a)
+        else:
+
+            def body(x: Any) -> Any:
+                with tf.device(requested):
+                    return tf.matmul(x, x)
+
+            out = tf.function(body)(a)
+        return OpRun(requested, mode, soft, True, str(out.device), None, None)
+    except Exception as exc:  # noqa: BLE001 - TensorFlow's refusal is the fact
+        return OpRun(requested, mode, soft, False, None, type(exc).__name__, _message(exc))
+
+
+def _kernel_reason(op_type: str, dtype: str | None, have_gpu: bool) -> str:
+    if not have_gpu:
+        return "no GPU device"
+    try:
+        from tensorflow.python.framework import kernels
+
+        kl = kernels.get_registered_kernels_for_op(op_type)
+    except Exception:  # noqa: BLE001
+        return "unknown (the kernel registry could not be read)"
+    gpu_kernels = [k for k in kl.kernel if k.device_type == "GPU"]
+    if not gpu_kernels:
+        return "no GPU kernel"
+    if dtype is None:
+        return "GPU kernel exists (placed by colocation)"
+    import tensorflow as tf
+
+    for k in gpu_kernels:
+        t_constraints = [c for c in k.constraint if c.name == "T"]
+        if not t_constraints:
+            return "GPU kernel exists (placed by colocation)"
+        allowed = {tf.dtypes.as_dtype(t).name for t in t_constraints[0].allowed_values.list.type}
+        if dtype in allowed:
+            return "GPU kernel exists (placed by colocation)"
+    return f"no GPU kernel for {dtype}"
+
+
+def _training_step(tf: Any, np: Any, requested: str, have_gpu: bool) -> TrainingStepPlacement:
+    """A small softmax-regression step in a tf.function under ``requested``; the placement log (on since
+    before the devices were initialised) says where each of its ops ran."""
+    rng = np.random.default_rng()
+    with tf.device(requested):
+        w = tf.Variable(rng.standard_normal((16, 4)).astype("float32"))
+    x = tf.constant(rng.standard_normal((32, 16)), dtype=tf.float32)
+    y = tf.one_hot(tf.constant(rng.integers(0, 4, 32)), 4)
+
+    def step_body(xb: Any, yb: Any) -> Any:
+        with tf.device(requested):
+            with tf.GradientTape() as tape:
+                logits = tf.matmul(xb, w)
+                loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=yb, logits=logits))
+            grad = tape.gradient(loss, w)
+            w.assign_sub(0.1 * grad)
+            return loss
+
+    step = tf.function(step_body)
+
+    error = None
+    with captured() as cap:
+        try:
+            step(x, y)
+        except Exception as exc:  # noqa: BLE001
+            error = _message(exc)
+    placed: dict[str, tuple[str, str]] = {}
+    colocated: dict[str, str] = {}
+    for line in cap.lines:
+        m = _PLACED.search(line)
+        if m:
+            placed[m.group("name")] = (m.group("type"), m.group("device"))
+        c = _COLOCATION.search(line)
+        if c:
+            colocated[c.group("name")] = "TensorFlow: " + c.group("why").strip()
+    graph_ops: dict[str, tuple[str, str, str | None]] = {}
+    try:
+        for op in step.get_concrete_function(x, y).graph.get_operations():
+            dtype = None
+            try:
+                dtype = tf.dtypes.as_dtype(op.get_attr("T")).name
+            except Exception:  # noqa: BLE001 - ops without a T attribute
+                dtype = op.outputs[0].dtype.name if op.outputs else None
+            graph_ops[op.name] = (op.type, op.device, dtype)
+    except Exception as exc:  # noqa: BLE001
+        error = error or _err(exc)
+    fallbacks: list[FallbackOp] = []
+    on_gpu = 0
+    for name, (op_type, device) in placed.items():
+        if "GPU" in device.upper().rsplit("/", 1)[-1]:
+            on_gpu += 1
+            continue
+        _type, g_requested, dtype = graph_ops.get(name, (op_type, "", None))
+        if op_type in STRUCTURAL_OPS or "GPU" not in g_requested.upper():
+            continue
+        reason = _kernel_reason(op_type, dtype, have_gpu)
+        if name in colocated and have_gpu:
+            reason = colocated[name]
+        fallbacks.append(FallbackOp(name, op_type, dtype, g_requested, device, reason))
+    return TrainingStepPlacement(requested, error is None, error, len(placed), on_gpu, tuple(fallbacks))
+
+
+def _rel_error(np: Any, out: Any, ref: Any, scale: float | None = None) -> float:
+    out64 = np.asarray(out, dtype=np.float64)
+    denom = scale if scale is not None else float(np.max(np.abs(ref)))
+    return float(np.max(np.abs(out64 - ref)) / denom) if denom > 0 else float("inf")
+
+
+def _fresh(np: Any, rng: Any, shape: tuple[int, ...]) -> Any:
+    """Standard-normal inputs from a fresh generator: never zeros (checked, not assumed)."""
+    while True:
+        arr = rng.standard_normal(shape)
+        if np.all(arr != 0):
+            return arr
+
+
+def _numerics(tf: Any, np: Any, device: str, cc: tuple[int, int] | None) -> list[NumericCheck]:
+    rng = np.random.default_rng()
+    is_gpu = "GPU" in device.upper()
+    out: list[NumericCheck] = []
+
+    def run(op: str, precision: str, shape: str, fn: Callable[[], tuple[Any, float]]) -> None:
+        tol = TOLERANCE[(op, "float32" if precision == "tensorfloat32" and op != "matmul" else precision)]
+        try:
+            with tf.device(device):
+                result, err = fn()
+            out.append(NumericCheck(device, op, precision, err <= tol, str(result.device), err, tol, None, shape))
+        except Exception as exc:  # noqa: BLE001 - an op that cannot run is a fact too
+            out.append(NumericCheck(device, op, precision, False, None, None, tol, _err(exc), shape))
+
+    a = _fresh(np, rng, (256, 256))
+    b = _fresh(np, rng, (256, 256))
+    ref = a @ b
+
+    def matmul(dtype: Any) -> Callable[[], tuple[Any, float]]:
+        def go() -> tuple[Any, float]:
+            r = tf.matmul(tf.constant(a, dtype=dtype), tf.constant(b, dtype=dtype))
+            return r, _rel_error(np, tf.cast(r, tf.float64).numpy(), ref)
+
+        return go
+
+    tf32_before = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        run("matmul", "float32", "256x256 @ 256x256", matmul(tf.float32))
+        if is_gpu and cc is not None and cc >= (8, 0):
+            tf.config.experimental.enable_tensor_float_32_execution(True)
+            run("matmul", "tensorfloat32", "256x256 @ 256x256", matmul(tf.float32))
+            tf.config.experimental.enable_tensor_float_32_execution(False)
+        if not is_gpu or (cc is not None and cc >= (5, 3)):
+            run("matmul", "float16", "256x256 @ 256x256", matmul(tf.float16))
+        if not is_gpu or (cc is not None and cc >= (8, 0)):
+            run("matmul", "bfloat16", "256x256 @ 256x256", matmul(tf.bfloat16))
+
+        x = _fresh(np, rng, (4, 16, 16, 8))
+        f = _fresh(np, rng, (3, 3, 8, 16))
+        windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(1, 2))
+        conv_ref = np.einsum("nhwcij,ijco->nhwo", windows, f)
+
+        def conv() -> tuple[Any, float]:
+            r = tf.nn.conv2d(tf.constant(x, tf.float32), tf.constant(f, tf.float32), strides=1, padding="VALID")
+            return r, _rel_error(np, r.numpy(), conv_ref)
+
+        run("conv2d", "float32", "NHWC 4x16x16x8 * 3x3x8x16", conv)
+
+        v = _fresh(np, rng, (1 << 20,))
+
+        def reduce() -> tuple[Any, float]:
+            r = tf.reduce_sum(tf.constant(v, tf.float32))
+            return r, _rel_error(np, r.numpy(), v.sum(), float(np.abs(v).sum()))
+
+        run("reduce_sum", "float32", "2^20", reduce)
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32_before)
+    return out
+
+
+def _xla(tf: Any, np: Any, device: str) -> XlaRun:
+    rng = np.random.default_rng()
+    a = _fresh(np, rng, (128, 64))
+    b = _fresh(np, rng, (64, 32))
+    ref = np.maximum(a @ b, 0).sum(axis=1)
+
+    def body(x: Any, y: Any) -> Any:
+        return tf.reduce_sum(tf.nn.relu(tf.matmul(x, y)), axis=1)
+
+    fused = tf.function(body, jit_compile=True)
+
+    error = ran_on = None
+    max_error = None
+    tf32_before = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    with captured() as cap:
+        try:
+            with tf.device(device):
+                out = fused(tf.constant(a, tf.float32), tf.constant(b, tf.float32))
+            ran_on = str(out.device)
+            max_error = _rel_error(np, out.numpy(), ref)
+        except Exception as exc:  # noqa: BLE001 - the compiler's refusal is the fact
+            error = f"{type(exc).__name__}: {_message(exc)}"
+        finally:
+            tf.config.experimental.enable_tensor_float_32_execution(tf32_before)
+    lines, searched = xla_toolchain_lines(quiet(cap.lines))
+    ok = error is None and max_error is not None and max_error <= XLA_TOLERANCE
+    if error is None and not ok:
+        error = f"result differs from the float64 reference by {max_error:.3g} (tolerance {XLA_TOLERANCE:g})"
+    return XlaRun(device, ok, ran_on, error, tuple(lines), tuple(searched), max_error)
+
+
+def multi_device_step(tf: Any, np: Any, devices: list[str], kind: str) -> MultiDeviceRun:
+    """Data-parallel: each device computes the gradient of its shard, the first sums them."""
+    rng = np.random.default_rng()
+    per = 16
+    n = per * len(devices)
+    xs = _fresh(np, rng, (n, 8))
+    ys = _fresh(np, rng, (n, 1))
+    w = _fresh(np, rng, (8, 1))
+    ref = 2.0 / n * xs.T @ (xs @ w - ys)
+    tf32_before = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        wt = tf.constant(w, tf.float32)
+        grads = []
+        ran_on: list[str] = []
+        for i, dev in enumerate(devices):
+            with tf.device(dev):
+                xb = tf.constant(xs[i * per : (i + 1) * per], tf.float32)
+                yb = tf.constant(ys[i * per : (i + 1) * per], tf.float32)
+                with tf.GradientTape() as tape:
+                    tape.watch(wt)
+                    loss = tf.reduce_sum(tf.square(tf.matmul(xb, wt) - yb))
+                g = tape.gradient(loss, wt)
+            grads.append(g)
+            ran_on.append(str(g.device))
+        with tf.device(devices[0]):
+            total = tf.add_n(grads) / n
+        err = _rel_error(np, total.numpy(), ref)
+        return MultiDeviceRun(tuple(devices), kind, err <= MULTI_DEVICE_TOLERANCE, tuple(ran_on), err, MULTI_DEVICE_TOLERANCE, None)
+    except Exception as exc:  # noqa: BLE001
+        return MultiDeviceRun(tuple(devices), kind, False, (), None, MULTI_DEVICE_TOLERANCE, _err(exc))
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32_before)
+
+
+def _allocator_limits(tf: Any) -> dict[int, tuple[int, str | None]]:
+    """GPU index -> (allocator memory limit in MiB, PCI bus id), as TensorFlow's device list reports them."""
+    from tensorflow.python.client import device_lib
+
+    out: dict[int, tuple[int, str | None]] = {}
+    for dev in device_lib.list_local_devices():
+        if dev.device_type != "GPU":
+            continue
+        bus = re.search(r"pci bus id: ([0-9a-fA-F:.]+)", dev.physical_desc or "")
+        out[int(dev.name.rsplit(":", 1)[1])] = (int(dev.memory_limit) // (1 << 20), bus.group(1) if bus else None)
+    return out
+
+
+def _gpu_memory(
+    tf: Any,
+    nvml: dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]],
+    count: int,
+    limits: bool = True,
+) -> list[GpuMemory]:
+    out: list[GpuMemory] = []
+    try:
+        known = _allocator_limits(tf) if limits and count else {}
+    except Exception:  # noqa: BLE001 - the limit is then unknown
+        known = {}
+    for i in range(count):
+        limit, bus_raw = known.get(i, (None, None))
+        bus = normalise_bus_id(bus_raw) if bus_raw else None
+        free, total, procs = nvml.get(bus, (None, None, ())) if bus else (None, None, ())
+        info = None
+        error = None
+        try:
+            with tf.device(f"/GPU:{i}"):
+                t = tf.random.uniform((ALLOC_ELEMENTS,), dtype=tf.float32)
+                _ = float(t[0])
+            raw = tf.config.experimental.get_memory_info(f"GPU:{i}")
+            info = {str(k): int(v) for k, v in raw.items()}
+            del t
+        except Exception as exc:  # noqa: BLE001
+            error = f"{type(exc).__name__}: {_message(exc)}"
+        out.append(GpuMemory(f"/GPU:{i}", bus, limit, info, free, total, procs, error))
+    return out
+
+
+def _section(errors: dict[str, str], name: str, fn: Callable[[], Any], default: Any, capture: bool = True) -> Any:
+    """Run one section of the placement step; an unexpected exception is recorded, the rest goes on.
+    TensorFlow's output of the section (the placement log) is captured unless ``capture`` is off."""
+    stage(f"placement: {name}")
+    try:
+        if not capture:
+            return fn()
+        with captured():
+            return fn()
+    except Exception as exc:  # noqa: BLE001
+        errors[name] = _err(exc)
+        return default
+
+
+def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    return lambda: fn(*args)
+
+
+def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
+    """The placement step, in a process where TensorFlow is imported and its devices not yet initialised."""
+    try:
+        import numpy as np
+        import tensorflow as tf
+    except Exception as exc:  # noqa: BLE001 - reported by the framework probe as well
+        return TfPlacementFacts(False, _err(exc), None, (), (), 0, None, (), None, (), (), None, ())
+    errors: dict[str, str] = {}
+    version = str(getattr(tf, "__version__", "unknown"))
+
+    # Before the devices are initialised: the placement log (it cannot be switched on later for
+    # functions), the CPU split, memory growth (the memory configurations run beside this process).
+    _section(errors, "log device placement", lambda: tf.debugging.set_log_device_placement(True), None, capture=False)
+    physical = _section(
+        errors,
+        "list GPUs",
+        lambda: [d for d in tf.config.list_physical_devices("GPU") if getattr(d, "device_type", None) == "GPU"],
+        [],
+        capture=False,
+    )
+    gpus = tuple(TfDevice(str(d.name), "GPU", _gpu_details(tf, d)) for d in physical)
+    nvml = nvml_snapshot() if gpus else {}
+
+    def split_cpu() -> int:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * CPU_SPLIT)
+        return CPU_SPLIT
+
+    def growth() -> bool:
+        for dev in physical:
+            tf.config.experimental.set_memory_growth(dev, True)
+        return bool(physical)
+
+    cpu_split: int = _section(errors, "split the CPU", split_cpu, 0, capture=False)
+    growth_set: bool = _section(errors, "memory growth", growth, False, capture=False) if physical else False
+    # Not captured: where TensorFlow dies creating its devices (cuda_malloc_async unsupported), its last
+    # words must reach the parent.
+    logical = _section(
+        errors, "initialise devices", lambda: [str(d.name) for d in tf.config.list_logical_devices()], [], capture=False
+    )
+    if INIT_SECTION in errors:
+        # Every op would fail the same way: the error of the device creation is the fact.
+        return TfPlacementFacts(
+            True, None, version, gpus, (), cpu_split, None, (), None, (), (), None, (), errors, growth_set
+        )
+    soft_default = _section(errors, "soft placement default", lambda: bool(tf.config.get_soft_device_placement()), None)
+
+    runs: list[OpRun] = []
+
+    def placements() -> None:
+        for requested in [f"/GPU:{i}" for i in range(len(gpus) + 1)]:
+            for soft in (False, True):
+                for mode in ("eager", "function"):
+                    stage(f"placement: {mode} op on {requested}, soft placement {'on' if soft else 'off'}")
+                    runs.append(_place_matmul(tf, np, requested, mode, soft))
+
+    try:
+        _section(errors, "placement", placements, None)
+    finally:
+        if soft_default is not None:
+            with contextlib.suppress(Exception):
+                tf.config.set_soft_device_placement(soft_default)
+
+    training = _section(errors, "training step", _bind(_training_step, tf, np, "/GPU:0", bool(gpus)), None)
+
+    numerics: list[NumericCheck] = []
+    xla: list[XlaRun] = []
+    compute_devices = [f"/GPU:{i}" for i in range(len(gpus))] or ["/CPU:0"]
+    for i, dev in enumerate(compute_devices):
+        cc = compute_capability(gpus[i].details) if gpus else None
+        numerics.extend(_section(errors, f"numerics on {dev}", _bind(_numerics, tf, np, dev, cc), []))
+        run = _section(errors, f"XLA on {dev}", _bind(_xla, tf, np, dev), None)
+        if run is not None:
+            xla.append(run)
+
+    if len(gpus) >= 2:
+        md_devices, kind = [f"/GPU:{i}" for i in range(len(gpus))], "gpus"
+    else:
+        md_devices, kind = [f"/CPU:{i}" for i in range(max(cpu_split, 1))], "logical-cpus"
+    multi = (
+        _section(errors, "multi-device step", _bind(multi_device_step, tf, np, md_devices, kind), None)
+        if len(md_devices) >= 2
+        else None
+    )
+    memory = _section(errors, "memory", _bind(_gpu_memory, tf, nvml, len(gpus)), []) if gpus else []
+    return TfPlacementFacts(
+        importable=True,
+        import_error=None,
+        version=version,
+        gpus=gpus,
+        logical_devices=tuple(logical),
+        cpu_split=cpu_split,
+        soft_placement_default=soft_default,
+        runs=tuple(runs),
+        training_step=training,
+        numerics=tuple(numerics),
+        xla=tuple(xla),
+        multi_device=multi,
+        memory=tuple(memory),
+        errors=errors,
+        memory_growth_set=growth_set,
+    )
+
+
+# --- memory configurations, one process each -------------------------------------------------------
+
+
+def _memory_step(
+    name: str, setting: str, configure: Callable[[Any, list[Any]], None], check: Callable[..., Any] | None
+) -> MemoryConfigFacts:
+    """One memory configuration in a TensorFlow process of its own. Nothing is captured: where
+    TensorFlow aborts, its last lines reach the parent through the pipe."""
+    stage("import tensorflow")
+    import tensorflow as tf
+
+    gpus = list(tf.config.list_physical_devices("GPU"))
+    nvml = nvml_snapshot() if gpus else {}
+    error = None
+    stage(f"{name}: configure")
+    try:
+        configure(tf, gpus)
+    except Exception as exc:  # noqa: BLE001 - the refusal is the fact
+        error = f"{type(exc).__name__}: {_message(exc)}"
+    stage(f"{name}: initialise devices")
+    try:
+        logical = [str(d.name) for d in tf.config.list_logical_devices("GPU")]
+    except Exception as exc:  # noqa: BLE001 - TensorFlow could not create its devices with this configuration
+        return MemoryConfigFacts(name, setting, False, error or f"{type(exc).__name__}: {_message(exc)}", (), (), None)
+    stage(f"{name}: allocate")
+    memory = _gpu_memory(tf, nvml, len(logical), limits=name != "memory-limit")
+    alloc_errors = [m.error for m in memory if m.error]
+    multi = None
+    if error is None and check is not None:
+        stage(f"{name}: check")
+        try:
+            problem, multi = check(tf, logical, memory)
+            error = problem
+        except Exception as exc:  # noqa: BLE001
+            error = _err(exc)
+    if error is None and alloc_errors:
+        error = alloc_errors[0]
+    return MemoryConfigFacts(name, setting, error is None, error, tuple(memory), tuple(logical), multi)
+
+
+def probe_memory_growth() -> MemoryConfigFacts:
+    def configure(tf: Any, gpus: list[Any]) -> None:
+        for g in gpus:
+            tf.config.experimental.set_memory_growth(g, True)
+
+    def check(tf: Any, logical: list[str], memory: list[GpuMemory]) -> tuple[str | None, None]:
+        for g in tf.config.list_physical_devices("GPU"):
+            if not tf.config.experimental.get_memory_growth(g):
+                return f"memory growth is off on {g.name} after set_memory_growth(True)", None
+        return None, None
+
+    return _memory_step("memory-growth", "tf.config.experimental.set_memory_growth(gpu, True) on every GPU", configure, check)
+
+
+def probe_memory_limit() -> MemoryConfigFacts:
+    def configure(tf: Any, gpus: list[Any]) -> None:
+        for i, g in enumerate(gpus):
+            n = 2 if i == 0 else 1
+            tf.config.set_logical_device_configuration(
+                g, [tf.config.LogicalDeviceConfiguration(memory_limit=MEMORY_LIMIT_MB)] * n
+            )
+
+    def check(tf: Any, logical: list[str], memory: list[GpuMemory]) -> tuple[str | None, MultiDeviceRun | None]:
+        import numpy as np
+
+        expected = len(tf.config.list_physical_devices("GPU")) + 1
+        if len(logical) != expected:
+            return f"{len(logical)} logical GPUs after configuring {expected}", None
+        multi = multi_device_step(tf, np, ["/GPU:0", "/GPU:1"], "logical-gpus")
+        try:
+            with tf.device("/GPU:0"):
+                big = tf.random.uniform((2 * MEMORY_LIMIT_MB * 1024 * 256,), dtype=tf.float32)
+                _ = float(big[0])
+        except Exception as exc:  # noqa: BLE001 - the expected out-of-memory: the limit holds
+            if "ResourceExhausted" in type(exc).__name__ or "OOM" in str(exc):
+                return None, multi
+            return f"{type(exc).__name__}: {_message(exc)}", multi
+        return f"a {2 * MEMORY_LIMIT_MB} MiB tensor fit on /GPU:0 despite memory_limit={MEMORY_LIMIT_MB}", multi
+
+    return _memory_step(
+        "memory-limit",
+        f"tf.config.set_logical_device_configuration(gpu, [LogicalDeviceConfiguration(memory_limit={MEMORY_LIMIT_MB})] "
+        "x2 on GPU 0, x1 on the others)",
+        configure,
+        check,
+    )
+
+
+def probe_cuda_malloc_async() -> MemoryConfigFacts:
+    def configure(tf: Any, gpus: list[Any]) -> None:
+        return None
+
+    return _memory_step("cuda-malloc-async", "TF_GPU_ALLOCATOR=cuda_malloc_async", configure, None)
+
+
+#: name -> (child probe name, extra environment)
+MEMORY_CONFIGS: tuple[tuple[str, str, dict[str, str]], ...] = (
+    ("memory-growth", "placement-memory-growth", {}),
+    ("memory-limit", "placement-memory-limit", {}),
+    ("cuda-malloc-async", "placement-cuda-malloc-async", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
+)
+
+
+# --- the framework probe's child: framework facts, then placement -------------------------------------
+
+
+def _budget() -> float:
+    try:
+        value = float(os.environ.get("GPUCHECK_TIMEOUT", "60"))
+    except ValueError:
+        value = 60.0
+    return value if value > 0 else 60.0
+
+
+def memory_configs(start: float, env: dict[str, str | None]) -> tuple[tuple[MemoryConfigOutcome, ...], str | None]:
+    """Each memory configuration in a TensorFlow process of its own, side by side (none reserves the
+    whole GPU), within what is left of the probe's timeout."""
+    from gpucheck.isolation import ChildRunner
+
+    if env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "false":
+        return (), "TF_FORCE_GPU_ALLOW_GROWTH=false: this process holds nearly all GPU memory, none is left to try them"
+    budget = _budget()
+    left = budget - (time.monotonic() - start) - 2.0
+    if left < MIN_STEP_BUDGET:
+        return (), f"only {left:.0f} s of the {budget:g} s timeout left (raise --gpucheck-timeout)"
+    runner = ChildRunner()
+    base = {**TF_LOG_ENV, DIE_WITH_PARENT_ENV: str(os.getpid())}
+    results: dict[str, tuple[ChildExit, dict[str, Any] | None]] = {}
+
+    def run(name: str, probe: str, extra: dict[str, str]) -> None:
+        results[name] = runner.run(probe, left, {**base, **extra})
+
+    stage("placement: memory configurations")
+    threads = [threading.Thread(target=run, args=cfg, daemon=True) for cfg in MEMORY_CONFIGS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return (
+        tuple(
+            MemoryConfigOutcome(
+                name,
+                results[name][0],
+                from_json(MemoryConfigFacts, results[name][1]) if results[name][1] is not None else None,
+            )
+            for name, _probe, _extra in MEMORY_CONFIGS
+        ),
+        None,
+    )
+
+
+def framework_then_placement() -> Iterator[dict[str, Any]]:
+    """The framework probe's child: the framework facts first (written at once, so that whatever happens
+    in the placement step they stand), then the same with the placement facts under ``placement``."""
+    from gpucheck.facts import to_json
+    from gpucheck.probes.framework import probe_framework
+
+    start = time.monotonic()
+    framework = probe_framework()
+    data: dict[str, Any] = to_json(framework)
+    yield data
+    env = {k: os.environ.get(k) for k in ENV_KEYS}
+    if not framework.importable:
+        yield {**data, "placement": to_json(PlacementFacts(None, (), env, "TensorFlow cannot be imported"))}
+        return
+    try:
+        tf_facts = placement_step(env)
+    except Exception as exc:  # noqa: BLE001 - a fault of the probe itself: a fact, not a dead TensorFlow
+        tf_facts = TfPlacementFacts(
+            True, None, framework.version, (), (), 0, None, (), None, (), (), None, (), {"placement step": _err(exc)}
+        )
+    configs: tuple[MemoryConfigOutcome, ...] = ()
+    skipped: str | None = "TensorFlow registers no GPU"
+    if tf_facts.gpus and INIT_SECTION in tf_facts.errors:
+        skipped = "TensorFlow could not create its GPU devices"
+    elif tf_facts.gpus:
+        configs, skipped = memory_configs(start, env)
+    yield {**data, "placement": to_json(PlacementFacts(tf_facts, configs, env, skipped))}

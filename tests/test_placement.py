@@ -1,0 +1,269 @@
+"""The placement layer through the full ``pytest --gpucheck`` path, with the real TensorFlow CUDA wheel.
+
+On this host TensorFlow registers no GPU: an op pinned to /GPU:0 is really refused with soft placement
+off and really lands on the CPU with it on; the multi-device step really runs across logical CPU
+devices. Fake machines (fake libcuda + libnvidia-ml and a host view with a GPU) make the lower layers
+pass, so that TensorFlow's own GPU initialisation is what fails (this environment has no CUDA runtime):
+the placement checks are then blocked by that, not by ``no-nvidia-gpu``.
+
+Through the full path: ``placement-failed`` and ``soft-placement-fallback`` (real TensorFlow, this host
+and fake machines), ``memory-config-failed`` (TF_FORCE_GPU_ALLOW_GROWTH="True", which TensorFlow
+ignores), ``framework-gpu-init-failed`` from the placement step (real TensorFlow lists a fake GPU and
+fails creating its devices), and the advice ``mixed-precision-available`` / ``memory-growth-advised``.
+
+What no test here can reach, because it needs TensorFlow to register a GPU: ``numerical-mismatch`` from
+a GPU result, ``xla-toolchain-missing`` from a real ``jit_compile`` failure on a GPU, and
+``memory-config-failed`` from a memory configuration TensorFlow refuses or the real cuda_malloc_async
+abort. Their rules are tested with facts in tests/test_placement_rules.py; the machinery that turns an
+aborting memory-configuration process into a fact is tested with a real abort below.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GpucheckRun
+
+PLACEMENT_CHECKS = (
+    "test_gpu_accepts_pinned_ops",
+    "test_ops_run_where_asked",
+    "test_gpu_results_match_cpu_reference",
+    "test_memory_settings_apply",
+    "test_xla_jit_compiles",
+)
+
+#: A cloud VM with one A100 (cc 8.0), driver 550 (the lower layers pass); modelled on the nvml
+#: scenarios t4-cloud-vm / another-process-holds-75gb (AWS p4d, https://aws.amazon.com/ec2/instance-types/p4/).
+#: No CUDA runtime is installed here, so TensorFlow registers no GPU: "Cannot dlopen some GPU libraries".
+A100_VM: dict[str, Any] = {
+    "driver_version": "550.54.15",
+    "host": {
+        "pci": [{"bus_id": "0000:10:1c.0", "vendor": "0x10de", "device": "0x20b0", "class": "0x030200", "driver": "nvidia"}],
+        "module_version": "550.54.15",
+        "dev": ["nvidiactl", "nvidia-uvm", "nvidia0"],
+    },
+    "libraries": ["libcuda", "libnvml"],
+    "cuda": {"init": 0, "driver_version": 12040},
+    "gpus": [
+        {
+            "name": "NVIDIA A100-SXM4-40GB",
+            "pci_bus_id": "00000000:10:1C.0",
+            "cc_major": 8,
+            "cc_minor": 0,
+            "memory_total": 42949672960,
+            "memory_used": 2147483648,
+            "processes": [{"pid": 4242, "used_memory": 2147483648, "name": "python serve.py"}],
+        }
+    ],
+}
+
+
+#: The same machine with every CUDA 12 library TensorFlow dlopens (fakes at the C ABI, installed under
+#: their own versions as the nvidia-* wheels would be): TensorFlow gets past its library check and still
+#: registers no GPU (modelled on tests/scenarios/cuda/h100-fresh-ci-container.json).
+A100_VM_WITH_LIBRARIES: dict[str, Any] = {
+    **A100_VM,
+    "libraries": [
+        "libcuda", "libnvml", "libcudart@12.5.82", "libcublas@12.5.3.2", "libcublasLt@12.5.3.2", "libcufft@11.2.3.61",
+        "libcusolver@11.6.3.83", "libcusparse@12.5.1.3", "libnvJitLink@12.5.82", "libcudnn@9.3.0",
+    ],
+}
+
+
+def checks_by_name(run: GpucheckRun) -> dict[str, dict[str, Any]]:
+    return {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+
+
+def runs_for(report: dict[str, Any], requested: str) -> dict[tuple[str, bool], dict[str, Any]]:
+    tf = report["facts"]["placement"]["facts"]["tf"]
+    return {(r["mode"], r["soft_placement"]): r for r in tf["runs"] if r["requested"] == requested}
+
+
+@pytest.fixture
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skip reasons in -v lines are cut to the terminal's width."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
+@pytest.mark.usefixtures("wide_terminal")
+def test_this_host_gpu0_refused_and_soft_placed_on_cpu(run_gpucheck: Callable[..., GpucheckRun]) -> None:
+    """The acceptance point: on this host the facts show, for /GPU:0, TensorFlow's hard-placement error
+    text and the device the soft-placed op ran on; the placement checks are skipped as blocked by
+    no-nvidia-gpu, and the placement findings are not root causes of their own."""
+    run = run_gpucheck("-v")
+    assert run.result.ret == 1, run.result.stdout.str()
+    assert run.root_cause == "no-nvidia-gpu"
+
+    runs = runs_for(run.report, "/GPU:0")
+    eager_hard, function_hard = runs[("eager", False)], runs[("function", False)]
+    assert not eager_hard["ok"] and eager_hard["error_type"] == "InvalidArgumentError"
+    # TensorFlow's exact text, kept whole.
+    assert eager_hard["error"].startswith(
+        "Could not satisfy device specification '/job:localhost/replica:0/task:0/device:GPU:0'. enable_soft_placement=0."
+    )
+    assert "Supported device types [CPU]" in eager_hard["error"]
+    assert not function_hard["ok"] and "Unable to find any devices for spec /device:GPU:0" in function_hard["error"]
+    for mode in ("eager", "function"):
+        soft = runs[(mode, True)]
+        assert soft["ok"] and soft["device"] == "/job:localhost/replica:0/task:0/device:CPU:0"
+
+    # A soft-placement fallback is detected: the GPU spec silently landed on the CPU.
+    fallback = run.finding("soft-placement-fallback")
+    assert fallback["blocked_by"] == "no-nvidia-gpu" and fallback["subject"] == "/GPU:0"
+    assert fallback["evidence"]["eager_ran_on"].endswith("device:CPU:0")
+    assert fallback["evidence"]["function_ran_on"].endswith("device:CPU:0")
+    # ... and the placement log of the training step lists the ops that asked for the GPU, and why.
+    assert any(line.startswith("MatMul (MatMul, float32) ran on device:CPU:0: no GPU device")
+               for line in fallback["evidence"]["training_step_ops_on_cpu"])
+    hard = run.finding("placement-failed")
+    assert hard["blocked_by"] == "no-nvidia-gpu" and hard["subject"] == "/GPU:0"
+    assert hard["evidence"]["eager_error"] == f"InvalidArgumentError: {eager_hard['error']}"
+
+    checks = checks_by_name(run)
+    for name in PLACEMENT_CHECKS:
+        assert checks[name]["outcome"] == "skipped", checks[name]
+    run.result.stdout.fnmatch_lines([f"*checks_placement.py::{name} SKIPPED (blocked by no-nvidia-gpu)*" for name in PLACEMENT_CHECKS])
+    assert "placement" in [entry["layer"] for entry in run.report["layers"] if entry["state"] == "blocked"]
+
+    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    # Numerics, XLA and the multi-device path ran for real (on the CPU: there is no GPU).
+    assert {(n["op"], n["precision"]) for n in tf["numerics"]} >= {
+        ("matmul", "float32"), ("matmul", "float16"), ("matmul", "bfloat16"), ("conv2d", "float32"), ("reduce_sum", "float32")
+    }
+    assert all(n["ok"] and 0 < n["error"] <= n["tolerance"] for n in tf["numerics"]), tf["numerics"]
+    assert [x["ok"] for x in tf["xla"]] == [True]
+    multi = tf["multi_device"]
+    assert multi["kind"] == "logical-cpus" and multi["ok"]
+    assert [d.rsplit("/", 1)[-1] for d in multi["ran_on"]] == ["device:CPU:0", "device:CPU:1"]
+    assert tf["errors"] == {}
+    # The placement log stays out of the output kept as evidence.
+    tail = run.report["facts"]["framework"]["exit"]["stderr_tail"]
+    assert not [ln for ln in tail if "Executing op" in ln or "placer.cc" in ln]
+
+
+def test_invalid_force_allow_growth_is_memory_config_failed(
+    run_gpucheck: Callable[..., GpucheckRun], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TensorFlow compares TF_FORCE_GPU_ALLOW_GROWTH with "true"/"false" exactly: "True" is ignored."""
+    monkeypatch.setenv("TF_FORCE_GPU_ALLOW_GROWTH", "True")
+    run = run_gpucheck()
+    failed = run.finding("memory-config-failed")
+    assert failed["layer"] == "resources" and failed["severity"] == "degraded"
+    assert failed["evidence"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "True"
+    assert failed["blocked_by"] == "no-nvidia-gpu"
+    assert checks_by_name(run)["test_memory_settings_apply"]["finding_ids"] == ["memory-config-failed"]
+    assert run.report["facts"]["placement"]["facts"]["env"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "True"
+
+
+def assert_placement_checks_blocked(run: GpucheckRun, by: str) -> None:
+    checks = checks_by_name(run)
+    for name in PLACEMENT_CHECKS:
+        assert checks[name]["outcome"] == "skipped", checks[name]
+    run.result.stdout.fnmatch_lines([f"*checks_placement.py::{name} SKIPPED (blocked by {by})*" for name in PLACEMENT_CHECKS])
+
+
+@pytest.mark.usefixtures("wide_terminal")
+def test_fake_gpu_machine_without_cuda_runtime(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """The lower layers pass on a fake A100 machine; TensorFlow registers no GPU (no CUDA runtime). The
+    placement findings are still produced from real TensorFlow behaviour, and blocked by that failure
+    rather than by no-nvidia-gpu; advice comes from the GPU's compute capability."""
+    fake_machine(A100_VM)
+    run = run_gpucheck("-v")
+    assert run.root_cause == "cuda-runtime-missing", [(f["id"], f["layer"]) for f in run.report["findings"]]
+    for fid in ("placement-failed", "soft-placement-fallback"):
+        f = run.finding(fid)
+        assert f["blocked_by"] == "cuda-runtime-missing", f
+        assert f["subject"] == "/GPU:0"
+    assert run.finding("placement-failed")["evidence"]["registered_gpus"] == []
+    assert_placement_checks_blocked(run, "cuda-runtime-missing")
+
+    advice = run.finding("mixed-precision-available")
+    assert advice["severity"] == "info" and advice["layer"] == "performance"
+    assert advice["evidence"]["gpus"][0]["compute_capability"] == "8.0"
+    assert advice["evidence"]["gpus"][0]["bfloat16_and_tf32"] is True
+    growth = run.finding("memory-growth-advised")
+    assert growth["severity"] == "info"
+    assert growth["evidence"]["gpus"][0]["processes"][0]["pid"] == 4242
+    # No memory configuration was tried: TensorFlow registers no GPU to configure.
+    assert run.report["facts"]["placement"]["facts"]["memory_configs_skipped"] == "TensorFlow registers no GPU"
+
+
+@pytest.mark.usefixtures("wide_terminal")
+def test_fake_gpu_machine_where_tensorflow_cannot_create_its_devices(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """With every CUDA library (fakes), real TensorFlow lists the fake A100 (cc 8.0, from the fake driver)
+    but creating its devices fails in the fake CUDA runtime ("cudaGetDevice() failed", as on machines whose
+    runtime and driver disagree). Only the placement step, which initialises the devices, sees it: one
+    framework-gpu-init-failed, not a cascade of every op that then fails, and no memory configuration."""
+    fake_machine(A100_VM_WITH_LIBRARIES)
+    run = run_gpucheck("-v")
+    assert run.root_cause == "framework-gpu-init-failed", [(f["id"], f["layer"]) for f in run.report["findings"]]
+    rc = run.report["root_cause"]
+    assert rc["subject"] == "device initialisation"
+    assert "cudaGetDevice() failed" in rc["evidence"]["error"]
+    assert rc["evidence"]["gpus"] == ["NVIDIA A100-SXM4-40GB"]
+    assert run.finding_ids.count("framework-gpu-init-failed") == 1
+    assert "placement-failed" not in run.finding_ids and "memory-config-failed" not in run.finding_ids
+    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    assert [g["details"]["compute_capability"] for g in tf["gpus"]] == [[8, 0]]
+    assert run.report["facts"]["placement"]["facts"]["memory_configs_skipped"] == "TensorFlow could not create its GPU devices"
+    assert_placement_checks_blocked(run, "framework-gpu-init-failed")
+
+
+def test_fake_gpu_machine_where_cuinit_fails_in_tensorflow(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """Another way TensorFlow's GPU start fails: cuInit returns CUDA_ERROR_UNKNOWN (999) in every process,
+    TensorFlow's too. The root cause is the driver's; the placement step still reports what TensorFlow
+    did with /GPU:0, and the placement checks are blocked by the driver finding."""
+    scenario = {**A100_VM, "cuda": {"init": 999, "driver_version": 12040}}
+    fake_machine(scenario)
+    run = run_gpucheck("-rs")
+    assert run.root_cause == "cuda-init-failed", run.finding_ids
+    runs = runs_for(run.report, "/GPU:0")
+    assert runs[("eager", False)]["error_type"] == "InvalidArgumentError"
+    assert runs[("eager", True)]["device"].endswith("device:CPU:0")
+    assert run.finding("soft-placement-fallback")["blocked_by"] == "cuda-init-failed"
+    checks = checks_by_name(run)
+    for name in PLACEMENT_CHECKS:
+        assert checks[name]["outcome"] == "skipped", checks[name]
+
+
+def test_memory_configuration_process_that_aborts_is_a_fact(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
+    """A TensorFlow process of a memory configuration that dies (here a real abort: the fake driver's cuInit
+    calls abort(), as TensorFlow's LOG(FATAL) does for an unsupported cuda_malloc_async) is a fact and
+    then memory-config-failed, never a crash of gpucheck. The configurations only run where TensorFlow
+    registers a GPU, which never happens here, so they are started directly."""
+    from gpucheck.facts import MemoryConfigOutcome, PlacementFacts, ProbeOutcome, from_json
+    from gpucheck.options import Settings
+    from gpucheck.rules.placement import placement_rules
+    from tests.test_placement_rules import OK_EXIT, base_facts, tf_facts
+
+    fake_machine({**A100_VM, "cuda": {"init": "abort", "driver_version": 12040}})
+    code = (
+        "import json, time; from gpucheck.facts import to_json; from gpucheck.probes.placement import memory_configs; "
+        "configs, why = memory_configs(time.monotonic(), {}); print(json.dumps(to_json(list(configs))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    outcomes = tuple(from_json(MemoryConfigOutcome, o) for o in json.loads(proc.stdout.splitlines()[-1]))
+    assert [o.name for o in outcomes] == ["memory-growth", "memory-limit", "cuda-malloc-async"]
+    for o in outcomes:
+        assert o.exit.status == "crashed" and o.exit.signal == "SIGABRT" and o.facts is None, o.exit
+    pf = PlacementFacts(tf_facts(), outcomes, {}, None)
+    findings = placement_rules(base_facts(placement=ProbeOutcome("placement", OK_EXIT, pf)), Settings())
+    failed = {f.subject: f for f in findings if f.id == "memory-config-failed"}
+    assert set(failed) == {"memory-growth", "memory-limit", "cuda-malloc-async"}
+    assert failed["memory-growth"].severity.value == "degraded"
+    assert failed["cuda-malloc-async"].severity.value == "info"
+    assert failed["memory-limit"].evidence["signal"] == "SIGABRT"

@@ -1,0 +1,349 @@
+"""The placement rules as pure functions of hand-built facts, for what no machine here can produce:
+TensorFlow registering a GPU. The facts are shaped as the probe writes them; the log lines and error
+texts are TensorFlow's own, from the reports cited beside them. Also: the probe's pure helpers, and
+the grandchild guard (PR_SET_PDEATHSIG)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from gpucheck.facts import (
+    ChildExit,
+    CudaDriverFacts,
+    Facts,
+    FallbackOp,
+    FrameworkFacts,
+    GpuMemory,
+    HardwareFacts,
+    KernelFacts,
+    LibraryLoad,
+    MemoryConfigFacts,
+    MemoryConfigOutcome,
+    MultiDeviceRun,
+    NumericCheck,
+    NvmlFacts,
+    NvmlGpu,
+    NvmlProcess,
+    OpRun,
+    PlacementFacts,
+    ProbeOutcome,
+    TfDevice,
+    TfPlacementFacts,
+    TrainingStepPlacement,
+    VisibilityFacts,
+    XlaRun,
+)
+from gpucheck.model import Finding
+from gpucheck.options import Settings
+from gpucheck.probes.child import DIE_WITH_PARENT_ENV
+from gpucheck.probes.placement import normalise_bus_id, quiet, xla_toolchain_lines
+from gpucheck.rules.placement import placement_rules
+
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+OK_EXIT = ChildExit("ok", 0, None, 4.2, (), "write facts", None)
+
+#: XLA without libdevice, as TensorFlow 2.15 logs it (https://github.com/iot-salzburg/gpu-jupyter/issues/129,
+#: https://github.com/tensorflow/tensorflow/issues/60790).
+XLA_LOG = """W0000 00:00:1704749447.213628   1234 gpu_backend_lib.cc:504] Can't find libdevice directory ${CUDA_DIR}/nvvm/libdevice. This may result in compilation or runtime failures, if the program we try to run uses routines from libdevice.
+Searched for CUDA in the following directories:
+  ./cuda_sdk_lib
+  /usr/local/cuda-12.2
+  /usr/local/cuda
+  /opt/conda/lib/python3.11/site-packages/tensorflow/python/platform/../../../nvidia/cuda_nvcc
+You can choose the search directory by setting xla_gpu_cuda_data_dir in HloModule's DebugOptions.  For most apps, setting the environment variable XLA_FLAGS=--xla_gpu_cuda_data_dir=/path/to/cuda will work.
+W0000 00:00:1704749447.673259   1234 gpu_backend_lib.cc:274] libdevice is required by this HLO module but was not found at ./libdevice.10.bc
+I0000 00:00:1704749447.700000   1234 placer.cc:162] MatMul: (MatMul): /job:localhost/replica:0/task:0/device:GPU:0"""
+
+#: TensorFlow's LOG(FATAL) where CUDA's stream-ordered allocator is unsupported
+#: (tensorflow/core/common_runtime/gpu/gpu_cudamallocasync_allocator.cc).
+MALLOC_ASYNC_FATAL = (
+    "F0000 00:00:1704749447.1 1234 gpu_cudamallocasync_allocator.cc:167] TF_GPU_ALLOCATOR=cuda_malloc_async isn't "
+    "currently supported on GPU id 0: Possible causes: device not supported (request SM60+), driver too old,  OS not "
+    "supported, CUDA version too old(request CUDA11.2+)."
+)
+
+
+def base_facts(**overrides: Any) -> Facts:
+    """A machine whose lower layers are fine; the placement facts are what each test gives."""
+    lib = LibraryLoad("libcuda.so.1", True, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", None)
+    facts = Facts(
+        hardware=HardwareFacts("/sys/bus/pci/devices", True, None, 6, False, (), ()),
+        kernel=KernelFacts("/proc/driver/nvidia/version", None, "550.54.15", None, (), True, ()),
+        visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
+        cuda=ProbeOutcome("cuda", OK_EXIT, CudaDriverFacts(lib, None, 12040, 1)),
+        nvml=ProbeOutcome("nvml", OK_EXIT, NvmlFacts(lib, None, "550.54.15", 1)),
+        framework=ProbeOutcome(
+            "framework", OK_EXIT, FrameworkFacts(True, None, "2.21.0", None, {}, True, (), (), None)
+        ),
+    )
+    return Facts(**{**{f: getattr(facts, f) for f in facts.__dataclass_fields__}, **overrides})
+
+
+def tf_facts(gpus: int = 1, cc: tuple[int, int] = (8, 0), **overrides: Any) -> TfPlacementFacts:
+    devices = tuple(
+        TfDevice(f"/physical_device:GPU:{i}", "GPU", {"compute_capability": list(cc), "device_name": "NVIDIA A100"})
+        for i in range(gpus)
+    )
+    runs = []
+    for i in range(gpus + 1):
+        exists = i < gpus
+        for mode in ("eager", "function"):
+            runs.append(
+                OpRun(f"/GPU:{i}", mode, False, exists, GPU0.replace("GPU:0", f"GPU:{i}") if exists else None,
+                      None if exists else "InvalidArgumentError",
+                      None if exists else f"Could not satisfy device specification '/job:localhost/replica:0/task:0/device:GPU:{i}'.")
+            )
+            runs.append(OpRun(f"/GPU:{i}", mode, True, True, GPU0.replace("GPU:0", f"GPU:{i}") if exists else GPU0, None, None))
+    base: dict[str, Any] = {
+        "importable": True,
+        "import_error": None,
+        "version": "2.21.0",
+        "gpus": devices,
+        "logical_devices": (*(f"/device:GPU:{i}" for i in range(gpus)), "/device:CPU:0", "/device:CPU:1"),
+        "cpu_split": 2,
+        "soft_placement_default": True,
+        "runs": tuple(runs),
+        "training_step": TrainingStepPlacement("/GPU:0", True, None, 60, 60, ()),
+        "numerics": (),
+        "xla": (),
+        "multi_device": None,
+        "memory": (),
+    }
+    base.update(overrides)
+    return TfPlacementFacts(**base)
+
+
+def evaluate(tf: TfPlacementFacts | None = None, env: dict[str, str | None] | None = None,
+             configs: tuple[MemoryConfigOutcome, ...] = (), **facts: Any) -> list[Finding]:
+    pf = PlacementFacts(tf, configs, env or {}, None)
+    return placement_rules(base_facts(placement=ProbeOutcome("placement", OK_EXIT, pf), **facts), Settings())
+
+
+def ids(findings: list[Finding]) -> list[str]:
+    return [f.id for f in findings]
+
+
+def test_healthy_gpu_gives_only_advice() -> None:
+    assert ids(evaluate(tf_facts())) == ["mixed-precision-available"]
+
+
+def test_the_deliberately_missing_index_is_not_a_fault() -> None:
+    """/GPU:1 on a one-GPU machine is refused (that is the fact kept); /GPU:0 works: no placement-failed."""
+    findings = evaluate(tf_facts(gpus=1))
+    assert "placement-failed" not in ids(findings)
+
+
+def test_registered_gpu_refusing_an_op_is_placement_failed() -> None:
+    tf = tf_facts(gpus=1)
+    runs = tuple(
+        OpRun(r.requested, r.mode, False, False, None, "InvalidArgumentError", "Cannot assign a device for operation MatMul")
+        if r.requested == "/GPU:0" and not r.soft_placement else r
+        for r in tf.runs
+    )
+    [f] = [f for f in evaluate(tf_facts(gpus=1, runs=runs)) if f.id == "placement-failed"]
+    assert f.subject == "/GPU:0" and f.layer == "placement"
+    assert f.evidence["eager_error"] == "InvalidArgumentError: Cannot assign a device for operation MatMul"
+    assert "registers /physical_device:GPU:0" in f.cause
+
+
+def test_soft_placement_landing_on_cpu_with_a_gpu_registered() -> None:
+    tf = tf_facts(gpus=1)
+    runs = tuple(
+        OpRun(r.requested, r.mode, True, True, CPU0, None, None) if r.requested == "/GPU:0" and r.soft_placement else r
+        for r in tf.runs
+    )
+    [f] = [f for f in evaluate(tf_facts(gpus=1, runs=runs)) if f.id == "soft-placement-fallback"]
+    assert f.severity.value == "blocker" and f.evidence["eager_ran_on"] == CPU0
+
+
+def test_training_step_float_ops_on_cpu_are_degraded_with_reasons() -> None:
+    step = TrainingStepPlacement(
+        "/GPU:0", True, None, 60, 58,
+        (
+            FallbackOp("Erfinv", "Erfinv", "float64", "/device:GPU:0", CPU0, "no GPU kernel for float64"),
+            FallbackOp("Shape", "Shape", "int32", "/device:GPU:0", CPU0, "GPU kernel exists (placed by colocation)"),
+        ),
+    )
+    [f] = [f for f in evaluate(tf_facts(training_step=step)) if f.id == "soft-placement-fallback"]
+    assert f.severity.value == "degraded" and f.subject == "training step"
+    assert f.evidence["ops_on_cpu"] == ["Erfinv (Erfinv, float64) ran on device:CPU:0: no GPU kernel for float64"]
+
+
+def test_numerical_mismatch_and_ops_that_raise() -> None:
+    numerics = (
+        NumericCheck("/GPU:0", "matmul", "float32", False, GPU0, 0.37, 1e-5, None, "256x256 @ 256x256"),
+        NumericCheck("/GPU:0", "matmul", "bfloat16", True, GPU0, 4e-3, 3e-2, None, "256x256 @ 256x256"),
+        NumericCheck("/GPU:0", "conv2d", "float32", False, None, None, 1e-4,
+                     "UnimplementedError: DNN library is not found.", "NHWC 4x16x16x8 * 3x3x8x16"),
+    )
+    findings = evaluate(tf_facts(numerics=numerics))
+    [mismatch] = [f for f in findings if f.id == "numerical-mismatch"]
+    assert mismatch.severity.value == "blocker" and mismatch.subject == "/GPU:0"
+    assert "matmul in float32" in mismatch.summary and "bfloat16" not in mismatch.summary
+    [raised] = [f for f in findings if f.id == "placement-failed"]
+    assert raised.subject == "conv2d on /GPU:0" and "DNN library is not found" in raised.cause
+
+
+def test_multi_device_mismatch() -> None:
+    multi = MultiDeviceRun(("/GPU:0", "/GPU:1"), "gpus", False, (GPU0, GPU0.replace("0", "1")), 0.5, 1e-5, None)
+    [f] = [f for f in evaluate(tf_facts(gpus=2, multi_device=multi)) if f.id == "numerical-mismatch"]
+    assert f.subject == "multi-device" and f.evidence["devices"] == ["/GPU:0", "/GPU:1"]
+
+
+def test_xla_log_parsing_keeps_the_searched_directories() -> None:
+    lines, searched = xla_toolchain_lines(quiet(XLA_LOG.splitlines()))
+    assert searched == [
+        "./cuda_sdk_lib",
+        "/usr/local/cuda-12.2",
+        "/usr/local/cuda",
+        "/opt/conda/lib/python3.11/site-packages/tensorflow/python/platform/../../../nvidia/cuda_nvcc",
+    ]
+    assert any("libdevice is required by this HLO module" in ln for ln in lines)
+    assert not any("placer.cc" in ln for ln in lines)
+
+
+def test_jit_compile_failure_is_xla_toolchain_missing_with_its_own_evidence() -> None:
+    lines, searched = xla_toolchain_lines(XLA_LOG.splitlines())
+    run = XlaRun("/GPU:0", False, None, "InternalError: libdevice not found at ./libdevice.10.bc [Op:__inference_body_7]",
+                 tuple(lines), tuple(searched))
+    [f] = [f for f in evaluate(tf_facts(xla=(run,)), env={"XLA_FLAGS": None}) if f.id == "xla-toolchain-missing"]
+    assert f.layer == "libraries" and f.severity.value == "degraded"
+    # Distinct from the libraries probe's file search: the evidence is a real jit_compile failure.
+    assert f.evidence["source"] == "a real jit_compile=True call"
+    assert f.evidence["searched"][1] == "/usr/local/cuda-12.2"
+    assert "libdevice" in f.summary and "nvidia-cuda-nvcc-cu12" in f.remedy
+
+
+def test_force_allow_growth_values() -> None:
+    assert ids(evaluate(tf_facts(), env={"TF_FORCE_GPU_ALLOW_GROWTH": "1"})).count("memory-config-failed") == 1
+    assert "memory-config-failed" not in ids(evaluate(tf_facts(), env={"TF_FORCE_GPU_ALLOW_GROWTH": "false"}))
+
+
+def malloc_async_crash() -> MemoryConfigOutcome:
+    exit_ = ChildExit("crashed", -6, "SIGABRT", 3.1, (MALLOC_ASYNC_FATAL,), "cuda-malloc-async: initialise devices", None)
+    return MemoryConfigOutcome("cuda-malloc-async", exit_, None)
+
+
+def test_cuda_malloc_async_abort_is_info_unless_the_environment_uses_it() -> None:
+    [info] = [f for f in evaluate(tf_facts(), configs=(malloc_async_crash(),)) if f.id == "memory-config-failed"]
+    assert info.severity.value == "info" and info.evidence["signal"] == "SIGABRT"
+    assert info.evidence["tensorflow_fatal"] == [MALLOC_ASYNC_FATAL]
+    [blocker] = [
+        f for f in evaluate(tf_facts(), env={"TF_GPU_ALLOCATOR": "cuda_malloc_async"}, configs=(malloc_async_crash(),))
+        if f.id == "memory-config-failed"
+    ]
+    assert blocker.severity.value == "blocker" and "Unset TF_GPU_ALLOCATOR" in blocker.remedy
+
+
+def test_memory_limit_not_applied_is_degraded() -> None:
+    cfg = MemoryConfigFacts(
+        "memory-limit", "memory_limit=256 x2", False,
+        "RuntimeError: Virtual devices cannot be modified after being initialized", (), (), None,
+    )
+    outcome = MemoryConfigOutcome("memory-limit", OK_EXIT, cfg)
+    [f] = [f for f in evaluate(tf_facts(), configs=(outcome,)) if f.id == "memory-config-failed"]
+    assert f.severity.value == "degraded" and f.subject == "memory-limit"
+
+
+def test_placement_step_dying_after_the_framework_facts() -> None:
+    """The step shares the framework child: the child ends "ok" (framework facts written) with a signal."""
+    died = ChildExit("ok", -6, "SIGABRT", 5.0, ("F0000 something fatal",), "placement: numerics on /GPU:0", None)
+    facts = base_facts(placement=ProbeOutcome("placement", died, None))
+    [f] = placement_rules(facts, Settings())
+    assert f.id == "placement-failed" and "numerics on /GPU:0" in f.summary
+    async_died = ChildExit("ok", -6, "SIGABRT", 5.0, (MALLOC_ASYNC_FATAL,), "placement: initialise devices", None)
+    [g] = placement_rules(base_facts(placement=ProbeOutcome("placement", async_died, None)), Settings())
+    assert g.id == "memory-config-failed" and g.severity.value == "blocker"
+    # A child that died before the framework facts: the framework rules' finding, not ours.
+    crashed = ChildExit("crashed", -11, "SIGSEGV", 1.0, (), "tf.config.list_physical_devices", None)
+    assert placement_rules(base_facts(placement=ProbeOutcome("placement", crashed, None)), Settings()) == []
+
+
+@pytest.mark.parametrize(
+    ("cc", "summary"),
+    [((6, 1), "*little speed*"), ((7, 5), "*float16 (not bfloat16)*"), ((8, 0), "*bfloat16 and float16*")],
+)
+def test_mixed_precision_advice_by_compute_capability(cc: tuple[int, int], summary: str) -> None:
+    import fnmatch
+
+    [f] = [f for f in evaluate(tf_facts(cc=cc)) if f.id == "mixed-precision-available"]
+    assert f.severity.value == "info" and fnmatch.fnmatch(f.summary, summary), f.summary
+
+
+def test_memory_growth_advice_from_nvml_processes() -> None:
+    gpu = NvmlGpu(0, None, name="A100", cc_major=8, cc_minor=0, processes=(NvmlProcess(77, 1 << 30, "python"),))
+    lib = LibraryLoad("libnvidia-ml.so.1", True, None, None)
+    nvml = ProbeOutcome("nvml", OK_EXIT, NvmlFacts(lib, None, "550.54.15", 1, gpus=(gpu,)))
+    [f] = [f for f in evaluate(None, nvml=nvml) if f.id == "memory-growth-advised"]
+    assert f.evidence["gpus"][0]["processes"][0]["pid"] == 77
+    assert not [f for f in evaluate(None, env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, nvml=nvml) if f.id == "memory-growth-advised"]
+    # From the placement step's own NVML snapshot, when TensorFlow registers the GPU.
+    mem = GpuMemory("/GPU:0", "0000:10:1c.0", 38000, {"current": 1 << 26, "peak": 1 << 26}, 38500, 40960, ((77, 1024),), None)
+    [g] = [f for f in evaluate(tf_facts(memory=(mem,))) if f.id == "memory-growth-advised"]
+    assert g.evidence["gpus"][0]["tf_limit_mb"] == 38000
+
+
+def test_bus_ids_of_nvml_and_tensorflow_agree() -> None:
+    assert normalise_bus_id("00000000:3B:00.0") == normalise_bus_id("0000:3b:00.0") == "0000:3b:00.0"
+    assert normalise_bus_id("garbage") is None
+
+
+def test_grandchildren_die_with_their_parent(tmp_path: Any) -> None:
+    """A grandchild started with DIE_WITH_PARENT_ENV is killed by the kernel when its parent dies."""
+    grandchild = (
+        "import time; from gpucheck.probes import child; child._die_with_parent(); time.sleep(60)"
+    )
+    parent = (
+        "import os, subprocess, sys; "
+        f"p = subprocess.Popen([sys.executable, '-c', {grandchild!r}], env={{**os.environ, {DIE_WITH_PARENT_ENV!r}: str(os.getpid())}}); "
+        "print(p.pid, flush=True); import time; time.sleep(1.0)"
+    )
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=30, check=True)
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        # A zombie of an exited parent is reaped by init; /proc shows its state until then.
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split()[2] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    pytest.fail("the grandchild outlived its parent")
+
+
+def test_grandchild_whose_parent_is_already_gone_leaves() -> None:
+    env = {**os.environ, DIE_WITH_PARENT_ENV: "1"}
+    code = "from gpucheck.probes import child; child._die_with_parent(); print('still here')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30, check=False)
+    assert out.returncode == 3 and "still here" not in out.stdout
+
+
+def test_staged_probe_leaves_at_its_deadline_with_what_it_wrote() -> None:
+    """After its first result, a staged probe (framework facts, then placement) stops itself before the
+    parent's timeout would kill it and lose everything: exit code DEADLINE_EXIT."""
+    from gpucheck.probes.child import DEADLINE_EXIT
+
+    code = "import time; from gpucheck.probes import child; child._deadline_watchdog(time.monotonic()); time.sleep(20)"
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False,
+                         env={**os.environ, "GPUCHECK_TIMEOUT": "2"})
+    assert out.returncode == DEADLINE_EXIT and time.monotonic() - start < 10
+    assert "stopped at its deadline" in out.stderr
+    late = ChildExit("ok", DEADLINE_EXIT, None, 58.0, (), "placement: numerics on /GPU:0", None)
+    [f] = placement_rules(base_facts(placement=ProbeOutcome("placement", late, None)), Settings())
+    assert f.id == "placement-failed" and f.severity.value == "degraded"
+    assert "did not finish within 60 s" in f.summary and "numerics on /GPU:0" in f.summary

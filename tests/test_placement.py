@@ -36,7 +36,6 @@ PLACEMENT_CHECKS = (
     "test_ops_run_where_asked",
     "test_gpu_results_match_cpu_reference",
     "test_memory_settings_apply",
-    "test_xla_jit_compiles",
 )
 
 #: A cloud VM with one A100 (cc 8.0), driver 550 (the lower layers pass); modelled on the nvml

@@ -34,7 +34,8 @@ def test_cudnn_new_enough(gpucheck_check: Check) -> None:
 
 
 def test_xla_toolchain_found(gpucheck_check: Check) -> None:
-    """Can XLA find ptxas and libdevice (for jit_compile)?"""
+    """Can XLA find ptxas and libdevice, and does a jit_compile=True function compile on each GPU?
+    (One question, two kinds of evidence: the files where XLA looks, and a real jit_compile call.)"""
     gpucheck_check.verify("libraries", ("xla-toolchain-missing",), requires=("cuda-runtime-missing",))
 
 

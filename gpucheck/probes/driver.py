@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
@@ -79,15 +80,25 @@ def load(name: str, symbol: str) -> tuple[ctypes.CDLL | None, LibraryLoad]:
     return lib, LibraryLoad(name, True, _library_file(lib, symbol), None)
 
 
-def _cuda_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
+def _call(
+    lib: ctypes.CDLL,
+    function: str,
+    describe: Callable[[ctypes.CDLL, int], tuple[str | None, str | None]],
+    *args: object,
+) -> CudaCall:
+    """Call a C entry point that returns a status code; an absent entry point is a fact, not an error."""
     fn = getattr(lib, function, None)
     if fn is None:
         return CudaCall(function, None, None, None, missing=True)
     stage(function)
     fn.restype = ctypes.c_int
     code = int(fn(*args))
-    name, message = _cuda_error_text(lib, code)
+    name, message = describe(lib, code)
     return CudaCall(function, code, name, message)
+
+
+def _cuda_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
+    return _call(lib, function, _cuda_error_text, *args)
 
 
 def _cuda_error_text(lib: ctypes.CDLL, code: int) -> tuple[str | None, str | None]:
@@ -221,20 +232,18 @@ def _free_memory(lib: ctypes.CDLL, dev: ctypes.c_int, calls: list[CudaCall]) -> 
         calls.append(release)
 
 
-def _nvml_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
-    fn = getattr(lib, function, None)
-    if fn is None:
-        return CudaCall(function, None, None, None, missing=True)
-    stage(function)
-    fn.restype = ctypes.c_int
-    code = int(fn(*args))
+def _nvml_error_text(lib: ctypes.CDLL, code: int) -> tuple[str | None, str | None]:
     message = None
     err = getattr(lib, "nvmlErrorString", None)
     if err is not None:
         err.restype = ctypes.c_char_p
         raw = err(ctypes.c_int(code))
         message = raw.decode(errors="replace") if raw else None
-    return CudaCall(function, code, NVML_ERRORS.get(code, f"NVML_ERROR_{code}"), message)
+    return NVML_ERRORS.get(code, f"NVML_ERROR_{code}"), message
+
+
+def _nvml_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
+    return _call(lib, function, _nvml_error_text, *args)
 
 
 def probe_nvml_basic() -> NvmlBasicFacts:

@@ -159,15 +159,6 @@ class CudaDriverFacts:
     devices: tuple[CudaDevice, ...] = ()
 
 
-@dataclass(frozen=True)
-class NvmlBasicFacts:
-    library: LibraryLoad
-    init: CudaCall | None
-    driver_version: str | None
-    device_count: int | None
-    calls: tuple[CudaCall, ...] = ()
-
-
 # --- NVML inventory and health (child process, nvidia-ml-py) ----------------------------
 
 
@@ -319,8 +310,8 @@ class NvmlLink:
 
 @dataclass(frozen=True)
 class NvmlFacts:
-    """What NVML says: the first fields are those of :class:`NvmlBasicFacts` (the loader's view and
-    init), the rest comes from nvidia-ml-py."""
+    """What NVML says: the loader's view and init (from ctypes), then what nvidia-ml-py reads; without
+    the bindings only the first fields are filled (``probes.driver.probe_nvml_basic``)."""
 
     library: LibraryLoad
     init: CudaCall | None

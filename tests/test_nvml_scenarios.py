@@ -211,3 +211,24 @@ def test_bad_option_values_are_usage_errors(
     err = run.result.stderr.str()
     for name in names:
         assert name in err, err
+
+
+def test_without_bindings_the_ctypes_probe_still_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_machine: Callable[[dict[str, Any]], Path]
+) -> None:
+    """A broken nvidia-ml-py install (here: a `pynvml` module that fails to import, first on the path)
+    still gives the driver version and the GPU count through our own ctypes calls, and says why."""
+    import subprocess
+    import sys
+
+    fake_machine(load(SCENARIO_DIR / "t4-cloud-vm.json"))
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "pynvml.py").write_text("raise ImportError('broken install')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    out = tmp_path / "facts.json"
+    subprocess.run([sys.executable, "-m", "gpucheck.probes.child", "nvml", str(out)], check=True, timeout=60)
+    facts = json.loads(out.read_text())
+    assert facts["bindings"] == "nvidia-ml-py cannot be imported: ImportError: broken install"
+    assert facts["init"]["code"] == 0 and facts["device_count"] == 1
+    assert facts["driver_version"] and facts["gpus"] == []

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 
-from gpucheck.facts import CudaCall, CudaDevice, CudaDriverFacts, LibraryLoad, NvmlBasicFacts
+from gpucheck.facts import CudaCall, CudaDevice, CudaDriverFacts, LibraryLoad, NvmlFacts
 from gpucheck.probes.child import stage
 
 LIBCUDA = "libcuda.so.1"
@@ -246,10 +246,10 @@ def _nvml_call(lib: ctypes.CDLL, function: str, *args: object) -> CudaCall:
     return _call(lib, function, _nvml_error_text, *args)
 
 
-def probe_nvml_basic() -> NvmlBasicFacts:
+def probe_nvml_basic() -> NvmlFacts:
     lib, loaded = load(LIBNVML, "nvmlInit_v2")
     if lib is None:
-        return NvmlBasicFacts(loaded, None, None, None)
+        return NvmlFacts(loaded, None, None, None)
     calls: list[CudaCall] = []
     init = _nvml_call(lib, "nvmlInit_v2")
     if init.missing:
@@ -269,4 +269,4 @@ def probe_nvml_basic() -> NvmlBasicFacts:
         if cnt.code == 0:
             count = n.value
         calls.append(_nvml_call(lib, "nvmlShutdown"))
-    return NvmlBasicFacts(loaded, init, driver_version, count, tuple(calls))
+    return NvmlFacts(loaded, init, driver_version, count, tuple(calls))

@@ -15,6 +15,7 @@ value.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -134,11 +135,7 @@ def probe_nvml() -> NvmlFacts:
     try:
         import pynvml as nv
     except Exception as exc:  # noqa: BLE001 - without the bindings, the basic ctypes probe still answers
-        basic = probe_nvml_basic()
-        return NvmlFacts(
-            basic.library, basic.init, basic.driver_version, basic.device_count, basic.calls,
-            bindings=f"nvidia-ml-py cannot be imported: {type(exc).__name__}: {exc}",
-        )
+        return replace(probe_nvml_basic(), bindings=f"nvidia-ml-py cannot be imported: {type(exc).__name__}: {exc}")
     bindings = _bindings_version()
     system = Calls(nv, "")
     _, init_error = system.attempt("nvmlInitWithFlags", nv.nvmlInit)

@@ -30,6 +30,8 @@ class Cause:
     id: str
     layer: str
     meaning: str
+    #: The highest layer the evidence of this cause depends on (its own layer unless the catalog says lower).
+    needs: str
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class Catalog:
 def catalog() -> Catalog:
     text = resources.files("gpucheck").joinpath("data/catalog.json").read_text(encoding="utf-8")
     raw = json.loads(text)
-    causes = {cid: Cause(cid, c["layer"], c["meaning"]) for cid, c in raw["causes"].items()}
+    causes = {cid: Cause(cid, c["layer"], c["meaning"], c.get("needs", c["layer"])) for cid, c in raw["causes"].items()}
     return Catalog(layers=tuple(raw["layers"]), causes=causes)
 
 
@@ -108,6 +110,16 @@ def finding(
         evidence=evidence or {},
         subject=subject,
     )
+
+
+def independent_of(f: Finding, rc: Finding | None) -> bool:
+    """Whether ``f`` lies above the root cause ``rc`` but cannot be a consequence of it: what ``f``
+    rests on sits below ``rc``'s layer (NVML's health readings do not need TensorFlow)."""
+    if rc is None or f is rc:
+        return False
+    cat = catalog()
+    needs = cat.causes[f.id].needs if f.id in cat.causes else f.layer
+    return cat.layer_rank(needs) < cat.layer_rank(rc.layer) < cat.layer_rank(f.layer)
 
 
 def root_cause(findings: list[Finding] | tuple[Finding, ...]) -> Finding | None:

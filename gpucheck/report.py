@@ -9,7 +9,7 @@ from typing import Any
 
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts
-from gpucheck.model import Finding
+from gpucheck.model import Finding, independent_of
 from gpucheck.options import Settings
 from gpucheck.rules.devicemap import device_map_lines
 
@@ -134,6 +134,12 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     others = [f for f in result.findings if f is not rc and f.is_fault and result.blocked_by(f.layer) is None]
     for f in others:
         out.append((f"also: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
+    for f in result.findings:
+        if f.is_fault and independent_of(f, rc):
+            out.append(
+                (f"also, not caused by the root cause (its check waits for it): {f.id} ({f.layer}, "
+                 f"{f.severity.value}): {f.summary}", {"yellow": True})
+            )
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
     return out
@@ -146,7 +152,11 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
         "verdict": result.verdict,
         "root_cause": rc.to_json() if rc is not None else None,
         "findings": [
-            {**f.to_json(), "blocked_by": b.id if (b := result.blocked_by(f.layer)) is not None else None}
+            {
+                **f.to_json(),
+                "blocked_by": b.id if (b := result.blocked_by(f.layer)) is not None else None,
+                "independent_of_root_cause": independent_of(f, rc),
+            }
             for f in result.findings
         ],
         "facts": result.facts_json(),

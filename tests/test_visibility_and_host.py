@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +97,20 @@ def test_regular_file_is_not_a_device_node(tmp_path: Path) -> None:
     (root / "dev" / "nvidiactl").write_text("")
     bad = _unusable_nodes(probe_kernel(1, root).nodes)
     assert [(n.path, n.is_char_device) for n in bad] == [("/dev/nvidiactl", False)]
+
+
+def test_independent_of_root_cause() -> None:
+    """NVML health readings above a framework-side root cause are not its consequences; a TensorFlow-side
+    finding above it is; nothing is independent of a root cause below what it needs."""
+    from gpucheck.model import Severity, finding, independent_of
+
+    def make(cid: str) -> Any:
+        return finding(cid, Severity.BLOCKER, summary="s", cause="c", remedy="r")
+
+    libs, memory, placement, hidden = (
+        make("cuda-runtime-missing"), make("gpu-memory-exhausted"), make("placement-failed"), make("devices-hidden-by-env")
+    )
+    assert independent_of(memory, libs)
+    assert not independent_of(placement, libs)
+    assert not independent_of(memory, hidden)
+    assert not independent_of(libs, libs) and not independent_of(memory, None)

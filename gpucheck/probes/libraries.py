@@ -65,9 +65,19 @@ def read_build_info(path: Path) -> dict[str, Any]:
         value = node.value
         if isinstance(value, ast.Call) and value.args:
             value = value.args[0]
-        literal = ast.literal_eval(value)
-        return dict(literal)
+        return dict(_literal(value))
     return {}
+
+
+def _literal(node: ast.expr | None) -> Any:
+    """Constants, lists, tuples and dicts of them: all build_info.py holds. Anything else is refused."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+    raise ValueError(f"build_info holds something other than a literal: {ast.dump(node)[:80] if node else None}")
 
 
 def framework_distribution(location: Path | None) -> tuple[str | None, dict[str, str]]:

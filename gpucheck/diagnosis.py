@@ -104,6 +104,8 @@ class ChildProbe:
     facts_cls: type[Any]
     field: str
     env: tuple[tuple[str, str], ...] = ()
+    #: Part of the framework diagnosis: not run with --gpucheck-framework=none.
+    framework: bool = False
     #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON),
     #: not in a child of its own: the placement step shares the framework probe's TensorFlow import.
     within: str | None = None
@@ -112,11 +114,11 @@ class ChildProbe:
 #: Every child probe, slowest first (they start in this order): TensorFlow's import dominates the time
 #: to verdict. Adding a probe: a function in gpucheck.probes.child, a field in Facts, a line here.
 CHILD_PROBES: tuple[ChildProbe, ...] = (
-    ChildProbe("framework", FrameworkFacts, "framework", tuple(FRAMEWORK_ENV.items())),
+    ChildProbe("framework", FrameworkFacts, "framework", tuple(FRAMEWORK_ENV.items()), framework=True),
     # Issue 5: placement, numerics, XLA, memory configurations, in the framework child after its facts.
-    ChildProbe("placement", PlacementFacts, "placement", within="framework"),
+    ChildProbe("placement", PlacementFacts, "placement", framework=True, within="framework"),
     ChildProbe("cuda", CudaDriverFacts, "cuda"),
-    ChildProbe("libraries", LibrariesFacts, "libraries"),
+    ChildProbe("libraries", LibrariesFacts, "libraries", framework=True),
     ChildProbe("nvml", NvmlFacts, "nvml"),
 )
 
@@ -125,14 +127,15 @@ class Diagnosis:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runner = ChildRunner()
-        own = [p for p in CHILD_PROBES if p.within is None]
+        self._probes = [p for p in CHILD_PROBES if settings.framework != "none" or not p.framework]
+        own = [p for p in self._probes if p.within is None]
         self._pool = ThreadPoolExecutor(max_workers=len(own), thread_name_prefix="gpucheck-probe")
         self._lock = threading.Lock()
         self._result: Result | None = None
         futures = {p.name: self._pool.submit(self.runner.run, p.name, settings.timeout, self._child_env(p)) for p in own}
         self._pending = [
             _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
-            for p in CHILD_PROBES
+            for p in self._probes
         ]
         self._pool.shutdown(wait=False)
 
@@ -171,12 +174,12 @@ class Diagnosis:
         return Result(None, partial, (incomplete,), incomplete, "not-accelerated", (), False)
 
     def _evaluate(self) -> Result:
-        from gpucheck.rules import CHECKED_LAYERS, evaluate
+        from gpucheck.rules import checked_layers, evaluate
 
         hardware = probe_hardware()
         kernel = probe_kernel(len(hardware.nvidia_gpus))
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
-        outcomes = {probe.field: pending.outcome() for probe, pending in zip(CHILD_PROBES, self._pending, strict=True)}
+        outcomes = {probe.field: pending.outcome() for probe, pending in zip(self._probes, self._pending, strict=True)}
         facts = Facts(hardware=hardware, kernel=kernel, visibility=visibility, **outcomes)
         findings = tuple(evaluate(facts, self.settings))
         rc = root_cause(findings)
@@ -186,7 +189,7 @@ class Diagnosis:
             findings=findings,
             root_cause=rc,
             verdict=verdict(findings),
-            layers=layer_states(findings, rc, CHECKED_LAYERS),
+            layers=layer_states(findings, rc, checked_layers(self.settings)),
             complete=True,
         )
 

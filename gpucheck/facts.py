@@ -629,7 +629,8 @@ class Facts:
     visibility: VisibilityFacts
     cuda: ProbeOutcome[CudaDriverFacts]
     nvml: ProbeOutcome[NvmlFacts]
-    framework: ProbeOutcome[FrameworkFacts]
+    #: None with --gpucheck-framework=none (and so are libraries and placement).
+    framework: ProbeOutcome[FrameworkFacts] | None = None
     #: CUDA libraries TensorFlow needs (issue 4); None when that probe was not run.
     libraries: ProbeOutcome[LibrariesFacts] | None = None
     #: Placement, numerics, memory configuration and XLA (issue 5); None when that probe was not run.

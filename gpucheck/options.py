@@ -56,6 +56,15 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+FRAMEWORKS = ("tensorflow", "none")
+
+
+def parse_framework(text: str) -> str:
+    if text not in FRAMEWORKS:
+        raise ValueError(f"must be one of {', '.join(FRAMEWORKS)}")
+    return text
+
+
 def parse_report_path(text: str) -> str:
     """A path the report can be written to: its nearest existing ancestor is a writable directory."""
     if not text.strip():
@@ -141,6 +150,14 @@ OPTIONS: tuple[Option, ...] = (
         "how many GPUs this machine should show; another count is gpu-count-mismatch",
         "N",
     ),
+    Option(
+        "framework",
+        parse_framework,
+        "tensorflow",
+        "the framework to diagnose: tensorflow, or none for the GPU stack alone (hardware, kernel, driver, "
+        "visibility, resources, health: a node's health without TensorFlow; default tensorflow)",
+        "NAME",
+    ),
 )
 
 
@@ -151,6 +168,8 @@ class Settings:
     #: As given (``2GiB``, ``10%``); options.memory_bytes() says how many bytes that is on a GPU.
     min_free_memory: str = "10%"
     expect_gpus: int | None = None
+    #: "tensorflow", or "none" for the GPU stack alone (no framework probes: a node's health without TensorFlow).
+    framework: str = "tensorflow"
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").
     sources: tuple[tuple[str, str], ...] = ()
 

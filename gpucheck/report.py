@@ -66,8 +66,10 @@ def header_lines(result: Result) -> list[str]:
         parts.append(f"CUDA driver API {cf.driver_version // 1000}.{cf.driver_version % 1000 // 10}")
     elif cf is not None and not cf.library.loaded:
         parts.append("libcuda.so.1: not found")
-    tf = facts.framework.facts
-    if tf is not None and tf.importable:
+    tf = facts.framework.facts if facts.framework is not None else None
+    if facts.framework is None:
+        parts.append("TensorFlow: not diagnosed (--gpucheck-framework=none)")
+    elif tf is not None and tf.importable:
         bi = tf.build_info
         build = (
             f"CUDA {bi.get('cuda_version')}, cuDNN {bi.get('cudnn_version')}" if tf.is_cuda_build else "CPU-only build"

@@ -34,6 +34,11 @@ class Check:
     def settings(self) -> Settings:
         return self._session.settings
 
+    @property
+    def framework_not_diagnosed(self) -> str | None:
+        """Why framework-side facts are missing (--gpucheck-framework=none), or None."""
+        return "--gpucheck-framework=none" if self.settings.framework == "none" else None
+
     def verify(
         self,
         layer: str,
@@ -61,6 +66,8 @@ class Check:
             self._item.user_properties.append(("gpucheck.blocked_by", blocker.id))
             pytest.skip(f"blocked by {blocker.id}")
         faults = [f for f in mine if f.is_fault]
+        if unchecked is None and any(s.layer == layer and s.state == "not checked" for s in result.layers):
+            unchecked = self.framework_not_diagnosed or f"the {layer} layer is not diagnosed"
         if not faults and unchecked is not None:
             pytest.skip(f"not checked: {unchecked}")
         if not faults:

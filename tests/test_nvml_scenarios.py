@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
+from gpucheck.model import catalog
+from gpucheck.rules import FRAMEWORK_LAYERS
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "nvml"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))
@@ -232,3 +234,32 @@ def test_without_bindings_the_ctypes_probe_still_answers(
     assert facts["bindings"] == "nvidia-ml-py cannot be imported: ImportError: broken install"
     assert facts["init"]["code"] == 0 and facts["device_count"] == 1
     assert facts["driver_version"] and facts["gpus"] == []
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario_gpu_stack_alone(
+    path: Path, fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """With --gpucheck-framework=none (a node's health without TensorFlow) nothing of the fake world is
+    left to set aside: the report's own root cause is the one of the machine modelled, exactly."""
+    scenario = load(path)
+    expect = scenario["expect"]
+    fake_machine(scenario)
+    run = run_gpucheck("--gpucheck-framework=none", *scenario.get("args", []))
+    report = run.report
+    assert report.get("complete") is True, run.result.stdout.str()
+    # A cause only the framework's build can show (driver-too-old for TensorFlow's CUDA) is not looked for.
+    wanted = expect["root_cause"]
+    if wanted is not None and catalog().causes[wanted].layer in FRAMEWORK_LAYERS:
+        wanted = None
+        assert expect["root_cause"] not in run.finding_ids
+    assert run.root_cause == wanted, [(f["id"], f["layer"]) for f in report["findings"]]
+    assert run.result.ret == (1 if any(c["outcome"] == "failed" for c in report["checks"]) else 0)
+    assert (run.result.ret == 1) == (wanted is not None or any(f["severity"] == "degraded" for f in report["findings"]))
+    for fid in expect.get("findings", []):
+        assert fid in run.finding_ids, (fid, run.finding_ids)
+    for fid in expect.get("absent", []):
+        assert fid not in run.finding_ids, fid
+    assert report["facts"]["framework"] is None and report["facts"]["placement"] is None
+    states = {entry["layer"]: entry["state"] for entry in report["layers"]}
+    assert {states[layer] for layer in ("compatibility", "libraries", "framework", "placement")} == {"not checked"}

@@ -236,3 +236,16 @@ def test_user_conftest_can_read_verdict(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-s")
     result.stdout.fnmatch_lines(["USER-SEES *accelerated*"])
+
+
+@needs_driverless_host
+def test_gpu_stack_alone_on_this_host(pytester: pytest.Pytester, run_gpucheck: Callable[..., GpucheckRun]) -> None:
+    """--gpucheck-framework=none: the same root cause, without importing TensorFlow anywhere."""
+    run = run_gpucheck("--gpucheck-framework=none")
+    assert run.result.ret == 1 and run.root_cause == "no-nvidia-gpu"
+    assert run.report["facts"]["framework"] is None and run.report["facts"]["libraries"] is None
+    assert run.report["settings"]["framework"] == {"value": "none", "source": "--gpucheck-framework"}
+    run.result.stdout.fnmatch_lines(["gpucheck: no NVIDIA GPU;*TensorFlow: not diagnosed (--gpucheck-framework=none)"])
+    bad = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=pytorch", "-p", "no:cacheprovider")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--gpucheck-framework must be one of tensorflow, none (got 'pytorch' from --gpucheck-framework)*"])

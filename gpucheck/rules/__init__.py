@@ -18,6 +18,14 @@ CHECKED_LAYERS = frozenset(
     {"hardware", "kernel", "driver", "visibility", "compatibility", "libraries", "framework", "placement", "resources", "health"}
 )
 
+#: Layers that only the framework probes answer: not checked with --gpucheck-framework=none.
+FRAMEWORK_LAYERS = frozenset({"compatibility", "libraries", "framework", "placement"})
+
+
+def checked_layers(settings: Settings) -> frozenset[str]:
+    return CHECKED_LAYERS - FRAMEWORK_LAYERS if settings.framework == "none" else CHECKED_LAYERS
+
+
 RULES = (
     host.hardware_rules,
     host.kernel_rules,

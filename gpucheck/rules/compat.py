@@ -32,7 +32,7 @@ def framework_build(facts: Facts) -> Build | None:
     lib = facts.libraries.facts if facts.libraries is not None else None
     if lib is not None and lib.build_info:
         candidates.append((lib.framework_version, lib.build_info, lib.build_info_source or "build_info.py"))
-    tf = facts.framework.facts
+    tf = facts.framework.facts if facts.framework is not None else None
     if tf is not None and tf.build_info:
         candidates.append((tf.version, tf.build_info, "tf.sysconfig.get_build_info()"))
     for version, info, source in candidates:

@@ -50,7 +50,7 @@ class DeviceRow:
 
 def _tf_names(facts: Facts, cuda_rows: list[tuple[int, tuple[int, int, int, int] | None, Any]]) -> dict[int, str]:
     """CUDA ordinal -> TensorFlow's GPU:N, when TensorFlow's count matches the devices its build covers."""
-    tf = facts.framework.facts
+    tf = facts.framework.facts if facts.framework is not None else None
     if tf is None or not tf.gpus:
         return {}
     archs = knowledge.parse_archs(tf.build_info.get("cuda_compute_capabilities") or [])

@@ -27,6 +27,8 @@ def explain_log(lines: tuple[str, ...] | list[str]) -> list[dict[str, str]]:
 
 def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     probe = facts.framework
+    if probe is None:
+        return []
     exit_ = probe.exit
     if exit_.status == "timeout":
         return [

@@ -90,7 +90,7 @@ def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
     if pf is not None:
         out.extend(_env_rules(pf))
         tf = pf.tf
-        fw = facts.framework.facts
+        fw = facts.framework.facts if facts.framework is not None else None
         cuda_build = fw is not None and bool(fw.is_cuda_build)
         init_error = tf.errors.get(INIT_SECTION) if tf is not None and tf.gpus and cuda_build else None
         if init_error is not None and outcome is not None:
@@ -113,7 +113,7 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
     """The placement step runs in the framework probe's child after that probe wrote its facts: the child
     ending "ok" (its framework facts are there) with a signal or an error code means the step died. A
     child that hung or died earlier is the framework rules' finding (framework-hung, framework-crashed)."""
-    fw = facts.framework.facts
+    fw = facts.framework.facts if facts.framework is not None else None
     died = exit_.signal is not None or (exit_.returncode is not None and exit_.returncode != 0)
     if exit_.status != "ok" or not died or fw is None or not fw.importable:
         return []

@@ -14,6 +14,11 @@ from gpucheck import knowledge
 
 #: (toolkit as NVIDIA names it, version, minimum Linux x86_64 driver). CUDA 10.0 to 13.x.
 PUBLISHED: list[tuple[str, str, str]] = [
+    # 13.2 and 13.3 from public copies of Table 3 (see the data file's _source); 13.4 not yet known here.
+    ("CUDA 13.3 Update 1", "13.3.1", "610.43.02"),
+    ("CUDA 13.3 GA", "13.3.0", "610.43.02"),
+    ("CUDA 13.2 Update 1", "13.2.1", "595.58.03"),
+    ("CUDA 13.2 GA", "13.2.0", "595.45.04"),
     ("CUDA 13.1 Update 1", "13.1.1", "590.48.01"),
     ("CUDA 13.1 GA", "13.1.0", "590.44.01"),
     ("CUDA 13.0 Update 2", "13.0.2", "580.95.05"),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucheck.facts import ChildExit
-from gpucheck.probes.child import STAGE_PREFIX
+from gpucheck.probes.child import CAPTURE_ENV, STAGE_PREFIX, quiet
 
 TAIL_LINES = 80
 TAIL_CHARS = 400
@@ -42,6 +42,7 @@ class ChildRunner:
         child_env.update(env or {})
         with tempfile.TemporaryDirectory(prefix="gpucheck-probe-") as tmp:
             out = Path(tmp) / "facts.json"
+            child_env[CAPTURE_ENV] = str(Path(tmp) / "captured")
             cmd = [sys.executable, "-m", "gpucheck.probes.child", probe, str(out)]
             start = time.monotonic()
             try:
@@ -70,7 +71,7 @@ class ChildRunner:
             finally:
                 with self._lock:
                     self._live.discard(proc)
-            lines = output.decode(errors="replace").splitlines()
+            lines = output.decode(errors="replace").splitlines() + _left_in_capture(Path(tmp))
             if timed_out:
                 return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), None
             data, err = _read_facts(out)
@@ -86,6 +87,18 @@ class ChildRunner:
             live = list(self._live)
         for proc in live:
             _kill_group(proc)
+
+
+def _left_in_capture(directory: Path) -> list[str]:
+    """What a child was capturing when it died (see CAPTURE_ENV): its last output, without the
+    placement log. Empty when every capture ended normally."""
+    lines: list[str] = []
+    for path in sorted(directory.glob("captured.*")):
+        try:
+            lines += quiet(path.read_bytes().decode(errors="replace").splitlines())
+        except OSError:
+            continue
+    return lines
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -14,18 +14,25 @@ from gpucheck import knowledge
 
 #: (toolkit as NVIDIA names it, version, minimum Linux x86_64 driver). CUDA 10.0 to 13.x.
 PUBLISHED: list[tuple[str, str, str]] = [
-    # 13.2 and 13.3 from public copies of Table 3 (see the data file's _source); 13.4 not yet known here.
+    # 13.2 and 13.3 from public copies of Table 3, confirmed by NVIDIA's runfile names; the later updates
+    # (13.2 Update 2, 13.1 Update 2, 13.0 Update 3, 12.9 Update 2, 12.8 Update 2) from runfile names alone (see the
+    # data file's _source). CUDA 13.4 names no driver in its runfile and its Table 3 row could not be read here.
     ("CUDA 13.3 Update 1", "13.3.1", "610.43.02"),
     ("CUDA 13.3 GA", "13.3.0", "610.43.02"),
+    ("CUDA 13.2 Update 2", "13.2.2", "595.71.05"),
     ("CUDA 13.2 Update 1", "13.2.1", "595.58.03"),
     ("CUDA 13.2 GA", "13.2.0", "595.45.04"),
+    ("CUDA 13.1 Update 2", "13.1.2", "590.48.01"),
     ("CUDA 13.1 Update 1", "13.1.1", "590.48.01"),
     ("CUDA 13.1 GA", "13.1.0", "590.44.01"),
+    ("CUDA 13.0 Update 3", "13.0.3", "580.126.20"),
     ("CUDA 13.0 Update 2", "13.0.2", "580.95.05"),
     ("CUDA 13.0 Update 1", "13.0.1", "580.82.07"),
     ("CUDA 13.0 GA", "13.0.0", "580.65.06"),
+    ("CUDA 12.9 Update 2", "12.9.2", "575.57.08"),
     ("CUDA 12.9 Update 1", "12.9.1", "575.57.08"),
     ("CUDA 12.9 GA", "12.9.0", "575.51.03"),
+    ("CUDA 12.8 Update 2", "12.8.2", "570.211.01"),
     ("CUDA 12.8 Update 1", "12.8.1", "570.124.06"),
     ("CUDA 12.8 GA", "12.8.0", "570.26"),
     ("CUDA 12.6 Update 3", "12.6.3", "560.35.05"),

@@ -11,11 +11,11 @@ and fake machines), ``memory-config-failed`` (TF_FORCE_GPU_ALLOW_GROWTH="True", 
 ignores), ``framework-gpu-init-failed`` from the placement step (real TensorFlow lists a fake GPU and
 fails creating its devices), and the advice ``mixed-precision-available`` / ``memory-growth-advised``.
 
-What no test here can reach, because it needs TensorFlow to register a GPU: ``numerical-mismatch`` from
-a GPU result, ``xla-toolchain-missing`` from a real ``jit_compile`` failure on a GPU, and
-``memory-config-failed`` from a memory configuration TensorFlow refuses or the real cuda_malloc_async
-abort. Their rules are tested with facts in tests/test_placement_rules.py; the machinery that turns an
-aborting memory-configuration process into a fact is tested with a real abort below.
+On a fake GPU that TensorFlow really registers and really places ops on (fake libcuda, cudart, cuBLAS and
+NVML complete enough for TensorFlow 2.21 to create its device; kernels are accepted and not run, see
+tests/fakes/libcuda.c): ``numerical-mismatch`` from the GPU's results (tests/scenarios/cuda/gpu-outputs-stay-zero.json)
+and ``memory-config-failed`` from TensorFlow's real cuda_malloc_async abort
+(tests/scenarios/cuda/cuda-malloc-async-without-memory-pools.json), with the placement facts checked below.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ A100_VM_WITH_LIBRARIES: dict[str, Any] = {
         "libcuda", "libnvml", "libcudart@12.5.82", "libcublas@12.5.3.2", "libcublasLt@12.5.3.2", "libcufft@11.2.3.61",
         "libcusolver@11.6.3.83", "libcusparse@12.5.1.3", "libnvJitLink@12.5.82", "libcudnn@9.3.0",
     ],
+    # The runtime refuses cudaGetDevice (cudaErrorInsufficientDriver), as where runtime and driver disagree.
+    "cudart": {"get_device": 35},
 }
 
 
@@ -266,3 +268,47 @@ def test_memory_configuration_process_that_aborts_is_a_fact(fake_machine: Callab
     assert failed["memory-growth"].severity.value == "degraded"
     assert failed["cuda-malloc-async"].severity.value == "info"
     assert failed["memory-limit"].evidence["signal"] == "SIGABRT"
+
+
+def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """Real TensorFlow creates /GPU:0 on the fake Quadro P4000 and runs ops there: hard placement on /GPU:0
+    succeeds on the GPU, /GPU:1 is refused with TensorFlow's own error naming the device that exists, soft
+    placement of /GPU:1 does not land on the CPU unnoticed, and the results, which no kernel computed, are
+    caught against the float64 CPU reference."""
+    scenario = json.loads((Path(__file__).parent / "scenarios/cuda/gpu-outputs-stay-zero.json").read_text())
+    fake_machine(scenario)
+    run = run_gpucheck()
+    assert run.root_cause == "numerical-mismatch", [(f["id"], f["subject"]) for f in run.report["findings"]]
+    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    assert [g["details"]["device_name"] for g in tf["gpus"]] == ["Quadro P4000"]
+    assert "/device:GPU:0" in " ".join(tf["logical_devices"])
+    gpu0 = runs_for(run.report, "/GPU:0")
+    for (mode, soft), r in gpu0.items():
+        assert r["ok"] and r["device"].endswith("/device:GPU:0"), (mode, soft, r)
+    gpu1 = runs_for(run.report, "/GPU:1")
+    hard = gpu1[("eager", False)]
+    assert not hard["ok"] and hard["error_type"] == "InvalidArgumentError", hard
+    assert "GPU:1" in hard["error"]
+    evidence = run.finding("numerical-mismatch")["evidence"]
+    matmul = next(c for c in evidence["checks"] if c["op"] == "matmul" and c["precision"] == "float32")
+    assert matmul["ran_on"].endswith("/device:GPU:0") and matmul["error"] > matmul["tolerance"]
+    # The training step ran its ops on the GPU (none fell back to the CPU).
+    step = tf["training_step"]
+    assert step["ok"] and step["on_gpu"] == step["placed_ops"] > 0, step
+
+
+def test_cuda_malloc_async_abort_is_the_root_cause(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """TF_GPU_ALLOCATOR=cuda_malloc_async set by the user on a GPU without memory pools: TensorFlow's own
+    LOG(FATAL) kills it creating its devices; that line is the evidence of memory-config-failed, a blocker."""
+    scenario = json.loads(
+        (Path(__file__).parent / "scenarios/cuda/cuda-malloc-async-without-memory-pools.json").read_text()
+    )
+    fake_machine(scenario)
+    run = run_gpucheck()
+    assert run.root_cause == "memory-config-failed", [(f["id"], f["subject"]) for f in run.report["findings"]]
+    text = json.dumps(run.report["root_cause"])
+    assert "TF_GPU_ALLOCATOR=cuda_malloc_async isn't currently supported on GPU id 0" in text

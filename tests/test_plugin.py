@@ -193,7 +193,14 @@ def test_interrupt_writes_report_and_kills_probes(
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        threads = sorted(p.name for p in Path(f"/proc/{proc.pid}/task").iterdir())
+        left = _processes_with_env("GPUCHECK_FAKE_SCENARIO", marker)
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"pytest did not end after SIGINT; threads {threads}, probe processes left {left}:\n{out.decode()}")
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()
     data = json.loads(report.read_text())
     assert data["verdict"] == "not-accelerated"

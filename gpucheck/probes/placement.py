@@ -46,7 +46,7 @@ from gpucheck.facts import (
     XlaRun,
     from_json,
 )
-from gpucheck.probes.child import DIE_WITH_PARENT_ENV, stage
+from gpucheck.probes.child import CAPTURE_ENV, DIE_WITH_PARENT_ENV, quiet, stage
 
 #: Environment variables TensorFlow reads for memory and XLA; their values are facts.
 ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
@@ -100,17 +100,6 @@ def _message(exc: BaseException) -> str:
 
 # --- TensorFlow's own output ----------------------------------------------------------------------
 
-#: The placement log: once on, TensorFlow logs every op it places and executes (it can only be switched
-#: on before the devices are initialised, and not off again for functions). It is kept out of the
-#: output the parent keeps as evidence.
-_PLACEMENT_NOISE = re.compile(r"placer\.cc:\d+\]|execute\.cc:\d+\] Executing op |^[^\s:]+: \(\w+\): /job:")
-
-
-def quiet(lines: list[str]) -> list[str]:
-    """TensorFlow's output without the placement log."""
-    return [ln for ln in lines if not _PLACEMENT_NOISE.search(ln)]
-
-
 class _Captured:
     lines: list[str]
 
@@ -129,7 +118,9 @@ def captured() -> Iterator[_Captured]:
     saved_out, saved_err = os.dup(1), os.dup(2)
     pipe = os.fdopen(os.dup(2), "w", errors="replace")
     faulthandler.enable(file=pipe)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
+    named = os.environ.get(CAPTURE_ENV)
+    # One file per process (a memory configuration's grandchild may capture beside this one).
+    with open(f"{named}.{os.getpid()}", "w+b") if named else tempfile.TemporaryFile(mode="w+b") as tmp:
         os.dup2(tmp.fileno(), 1)
         os.dup2(tmp.fileno(), 2)
         try:
@@ -147,6 +138,7 @@ def captured() -> Iterator[_Captured]:
             pipe.close()
             tmp.seek(0)
             cap.lines = tmp.read().decode(errors="replace").splitlines()
+            tmp.truncate(0)
     kept = quiet(cap.lines)
     if kept:
         sys.stderr.write("\n".join(kept) + "\n")

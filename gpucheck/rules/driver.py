@@ -142,18 +142,45 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out.append(nvml_crash)
     nf = nvml.facts
     if nf is not None and not nf.library.loaded:
+        blind = _tensorflow_blind_without_nvml(facts)
+        capabilities = os.environ.get("NVIDIA_DRIVER_CAPABILITIES")
         out.append(
             finding(
                 "nvml-missing",
-                # TensorFlow does not need NVML; without it only monitoring (and gpucheck's health checks) go blind.
-                Severity.DEGRADED,
-                summary="libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded.",
-                cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}.",
+                # Monitoring (and gpucheck's health checks) go blind without NVML; TensorFlow 2.21 goes blind too.
+                Severity.BLOCKER if blind else Severity.DEGRADED,
+                summary=(
+                    f"libnvidia-ml.so.1 (NVML) cannot be loaded, and TensorFlow {blind} needs it: it registers "
+                    f"no GPU although the CUDA driver sees {_count(facts)}."
+                    if blind
+                    else "libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded."
+                ),
+                cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}."
+                + (
+                    " TensorFlow's CUDA platform calls nvmlInit_v2 right after a successful cuInit and, when that "
+                    "fails, counts no device, without a log line at the default level."
+                    if blind
+                    else ""
+                )
+                + (
+                    f" NVIDIA_DRIVER_CAPABILITIES={capabilities} leaves out `utility`, so the NVIDIA Container "
+                    "Toolkit mounted libcuda but not libnvidia-ml."
+                    if capabilities is not None and not _has_utility(capabilities)
+                    else ""
+                ),
                 remedy=(
-                    "Install the NVIDIA driver's NVML library of the same version as libcuda (package "
+                    "Start the container with NVML mounted: `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or "
+                    "`all`) with `--gpus all`."
+                    if capabilities is not None and not _has_utility(capabilities)
+                    else "Install the NVIDIA driver's NVML library of the same version as libcuda (package "
                     "`libnvidia-compute-<branch>` or the driver installer); in a container use `--gpus all`."
                 ),
-                evidence={"loader_error": nf.library.error, "LD_LIBRARY_PATH": ld_path},
+                evidence={
+                    "loader_error": nf.library.error,
+                    "LD_LIBRARY_PATH": ld_path,
+                    "NVIDIA_DRIVER_CAPABILITIES": capabilities,
+                    **({"tensorflow_gpus": 0, "cuda_devices": _count(facts)} if blind else {}),
+                },
             )
         )
     elif nf is not None and nf.init is not None and nf.init.code not in (0, None) and on_bus:
@@ -162,9 +189,21 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
         kernel_says_unloaded = (
             kernel.version_line is None and not kernel.module_in_sysfs and not facts.hardware.wsl_dxg
         )
+        blind = _tensorflow_blind_without_nvml(facts)
         for f in _nvml_init_findings(nf.init, kernel.module_version):
             if f.id == "driver-not-loaded" and kernel_says_unloaded:
                 continue
+            if f.id == "nvml-missing" and blind:
+                # TensorFlow's CUDA platform needs nvmlInit_v2 to succeed too (see _tensorflow_blind_without_nvml).
+                f = replace(
+                    f,
+                    severity=Severity.BLOCKER,
+                    summary=f"{f.summary[:-1]}, and TensorFlow {blind} needs it: it registers no GPU although the "
+                    f"CUDA driver sees {_count(facts)}.",
+                    cause=f.cause + " TensorFlow's CUDA platform calls nvmlInit_v2 right after a successful cuInit and, "
+                    "when that fails, counts no device.",
+                    evidence={**f.evidence, "tensorflow_gpus": 0, "cuda_devices": _count(facts)},
+                )
             same = next((i for i, o in enumerate(out) if o.id == f.id and o.subject == f.subject), None)
             if same is None:
                 out.append(f)
@@ -308,3 +347,30 @@ def _nvml_init_findings(init: CudaCall, module: str | None) -> list[Finding]:
             evidence=evidence,
         )
     ]
+
+
+def _count(facts: Facts) -> str:
+    n = facts.cuda.facts.device_count if facts.cuda is not None and facts.cuda.facts is not None else None
+    return f"{n} GPU{'s' if n != 1 else ''}" if n is not None else "GPUs"
+
+
+def _has_utility(capabilities: str) -> bool:
+    names = {c.strip().lower() for c in capabilities.split(",")}
+    return bool(names & {"utility", "all"})
+
+
+def _tensorflow_blind_without_nvml(facts: Facts) -> str | None:
+    """The TensorFlow version, when this TensorFlow is a CUDA build that lists no GPU although cuInit
+    succeeded and the driver counts devices: TensorFlow 2.21's CUDA platform initialisation (XLA's
+    cuda_platform.cc) calls nvmlInit_v2 after cuInit and reports no device when it fails."""
+    cuda = facts.cuda.facts if facts.cuda is not None else None
+    fw = facts.framework.facts if facts.framework is not None else None
+    if cuda is None or fw is None or not fw.importable or not fw.is_cuda_build or fw.gpus:
+        return None
+    if cuda.init is None or cuda.init.code != 0 or not cuda.device_count:
+        return None
+    # Only when nothing else explains it: every library TensorFlow dlopens before it registers a GPU loads.
+    libs = facts.libraries.facts if facts.libraries is not None else None
+    if libs is None or any(lib.required and not lib.loaded for lib in libs.libraries):
+        return None
+    return fw.version or "(this version)"

@@ -8,10 +8,13 @@
  *         gpus.N.memory_used   bytes in use by others (cuMemGetInfo's free = total - used), or
  *         gpus.N.memory_free   bytes free, as cuMemGetInfo reports it in a context
  *         gpus.N.ctx           CUresult of cuDevicePrimaryCtxRetain / cuCtxCreate (e.g. 2 = out of memory)
+ *         gpus.N.sm_count      multiprocessors (default 80); other shape attributes are an A100's
+ *         kernels.launch       CUresult of cuLaunchKernel (default 0: accepted and not run, see below)
  * CUDA ordinal N is the N-th device CUDA_VISIBLE_DEVICES leaves (its index or GPU-uuid names the gpus.M entry).
  * Error names and strings follow cuda.h / the CUDA driver API reference.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include <time.h>
 #include "fakecfg.h"
 
@@ -155,6 +158,23 @@ CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     case 33: *pi = (int)bus; break;
     case 34: *pi = (int)slot; break;
     case 50: *pi = (int)dom; break;
+    /* What a CUDA device reports of its shape (CUdevice_attribute numbers from cuda.h). */
+    case 16: snprintf(key, sizeof key, "gpus.%d.sm_count", m); *pi = (int)cfg_int(key, 80); break;
+    case 1: case 2: case 3: *pi = 1024; break;                 /* max threads per block, block dims x/y */
+    case 4: *pi = 64; break;                                   /* max block dim z */
+    case 5: *pi = 2147483647; break;                           /* max grid dim x */
+    case 6: case 7: *pi = 65535; break;                        /* max grid dims y/z */
+    case 8: *pi = 49152; break;                                /* shared memory per block */
+    case 10: *pi = 32; break;                                  /* warp size */
+    case 12: case 82: *pi = 65536; break;                      /* registers per block / per multiprocessor */
+    case 13: *pi = 1410000; break;                             /* clock rate, kHz */
+    case 36: *pi = 1215000; break;                             /* memory clock rate, kHz */
+    case 37: *pi = 5120; break;                                /* global memory bus width, bits */
+    case 38: *pi = 40 << 20; break;                            /* L2 cache size */
+    case 39: *pi = 2048; break;                                /* max threads per multiprocessor */
+    case 81: *pi = 167936; break;                              /* shared memory per multiprocessor */
+    case 97: *pi = 166912; break;                              /* shared memory per block, opt-in */
+    case 41: case 15: case 40: case 83: case 89: *pi = 1; break; /* unified addressing, overlap, async engines, managed memory, concurrent managed access */
     default: *pi = 0;
     }
     return 0;
@@ -264,4 +284,158 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = (size_t)free_b;
     *total_bytes = (size_t)total;
     return 0;
+}
+
+/* ---- A device that does not execute kernels ----------------------------------------------------
+ * Enough of the driver API for TensorFlow to create its GPU device and run ops on it: device memory
+ * is host memory (mmap, reserved lazily), streams and events complete at once, copies and memsets
+ * are done on the spot, host callbacks run inline, and kernel launches are accepted and do nothing
+ * (kernels.launch = an int CUresult makes them fail instead). A kernel that does not run leaves its
+ * output as it was: this models a GPU whose results are silently wrong.
+ */
+#include <sys/mman.h>
+#include <stdint.h>
+typedef unsigned long long CUdeviceptr;
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+    if (!initialised) return 3;
+    if (device_slot(dev) < 0) return 101;
+    if (flags) *flags = 0;
+    if (active) *active = 0;
+    return 0;
+}
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) { (void)flags; return device_slot(dev) < 0 ? 101 : 0; }
+CUresult cuCtxGetCurrent(void **ctx) { if (ctx) *ctx = current; return 0; }
+CUresult cuCtxGetDevice(CUdevice *dev) {
+    if (!current) return 201;
+    if (dev) *dev = current->slot;
+    return 0;
+}
+CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return 0; }
+CUresult cuCtxSetLimit(int limit, size_t value) { (void)limit; (void)value; return 0; }
+CUresult cuCtxGetLimit(size_t *value, int limit) { (void)limit; if (value) *value = 0; return 0; }
+CUresult cuCtxEnablePeerAccess(void *peer, unsigned int flags) { (void)peer; (void)flags; return 0; }
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { (void)a; (void)b; if (can) *can = 0; return 0; }
+
+static void *host_block(size_t bytes) {
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+/* Sizes of live blocks, so cuMemFree can unmap them. */
+#define MAX_BLOCKS 4096
+static struct { void *p; size_t n; } blocks[MAX_BLOCKS];
+static CUresult alloc_block(CUdeviceptr *out, size_t bytes) {
+    if (!out) return 1;
+    void *p = host_block(bytes);
+    if (!p) return 2;
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (!blocks[i].p) { blocks[i].p = p; blocks[i].n = bytes; break; }
+    *out = (CUdeviceptr)(uintptr_t)p;
+    return 0;
+}
+static CUresult free_block(void *p) {
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (blocks[i].p == p) { munmap(p, blocks[i].n ? blocks[i].n : 1); blocks[i].p = NULL; return 0; }
+    return 0;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) { return alloc_block(dptr, bytes); }
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) { (void)flags; return alloc_block(dptr, bytes); }
+CUresult cuMemFree_v2(CUdeviceptr dptr) { return free_block((void *)(uintptr_t)dptr); }
+CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) {
+    (void)flags;
+    CUdeviceptr d;
+    CUresult r = alloc_block(&d, bytes);
+    if (r == 0) *pp = (void *)(uintptr_t)d;
+    return r;
+}
+CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAlloc(pp, bytes, 0); }
+CUresult cuMemFreeHost(void *p) { return free_block(p); }
+CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) { (void)p; (void)bytes; (void)flags; return 0; }
+CUresult cuMemHostUnregister(void *p) { (void)p; return 0; }
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags) { (void)flags; *d = (CUdeviceptr)(uintptr_t)p; return 0; }
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) {
+    for (int i = 0; i < MAX_BLOCKS; i++) {
+        uintptr_t b = (uintptr_t)blocks[i].p;
+        if (b && dptr >= b && dptr < b + blocks[i].n) {
+            if (base) *base = b;
+            if (size) *size = blocks[i].n;
+            return 0;
+        }
+    }
+    return 1;
+}
+CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
+    (void)ptr;
+    if (attribute == 2 && data) { *(unsigned int *)data = 2; return 0; } /* MEMORY_TYPE: device */
+    if (data) memset(data, 0, sizeof(int));
+    return 0;
+}
+
+/* Copies and memsets: done when asked (every stream is synchronous). */
+#define COPY(name, ...) CUresult name(__VA_ARGS__)
+COPY(cuMemcpy, CUdeviceptr dst, CUdeviceptr src, size_t n) { memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n); return 0; }
+COPY(cuMemcpyAsync, CUdeviceptr dst, CUdeviceptr src, size_t n, void *s) { (void)s; return cuMemcpy(dst, src, n); }
+COPY(cuMemcpyHtoD_v2, CUdeviceptr dst, const void *src, size_t n) { memmove((void *)(uintptr_t)dst, src, n); return 0; }
+COPY(cuMemcpyDtoH_v2, void *dst, CUdeviceptr src, size_t n) { memmove(dst, (void *)(uintptr_t)src, n); return 0; }
+COPY(cuMemcpyDtoD_v2, CUdeviceptr dst, CUdeviceptr src, size_t n) { return cuMemcpy(dst, src, n); }
+COPY(cuMemcpyHtoDAsync_v2, CUdeviceptr dst, const void *src, size_t n, void *s) { (void)s; return cuMemcpyHtoD_v2(dst, src, n); }
+COPY(cuMemcpyDtoHAsync_v2, void *dst, CUdeviceptr src, size_t n, void *s) { (void)s; return cuMemcpyDtoH_v2(dst, src, n); }
+COPY(cuMemcpyDtoDAsync_v2, CUdeviceptr dst, CUdeviceptr src, size_t n, void *s) { (void)s; return cuMemcpy(dst, src, n); }
+COPY(cuMemsetD8_v2, CUdeviceptr d, unsigned char v, size_t n) { memset((void *)(uintptr_t)d, v, n); return 0; }
+COPY(cuMemsetD8Async, CUdeviceptr d, unsigned char v, size_t n, void *s) { (void)s; return cuMemsetD8_v2(d, v, n); }
+COPY(cuMemsetD16_v2, CUdeviceptr d, unsigned short v, size_t n) { unsigned short *p = (unsigned short *)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; return 0; }
+COPY(cuMemsetD16Async, CUdeviceptr d, unsigned short v, size_t n, void *s) { (void)s; return cuMemsetD16_v2(d, v, n); }
+COPY(cuMemsetD32_v2, CUdeviceptr d, unsigned int v, size_t n) { unsigned int *p = (unsigned int *)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; return 0; }
+COPY(cuMemsetD32Async, CUdeviceptr d, unsigned int v, size_t n, void *s) { (void)s; return cuMemsetD32_v2(d, v, n); }
+
+/* Streams and events: everything has completed by the time it is asked about. */
+static int handles[1];
+CUresult cuStreamCreate(void **s, unsigned int flags) { (void)flags; *s = &handles[0]; return 0; }
+CUresult cuStreamCreateWithPriority(void **s, unsigned int flags, int prio) { (void)prio; return cuStreamCreate(s, flags); }
+CUresult cuStreamDestroy_v2(void *s) { (void)s; return 0; }
+CUresult cuStreamSynchronize(void *s) { (void)s; return 0; }
+CUresult cuStreamQuery(void *s) { (void)s; return 0; }
+CUresult cuStreamWaitEvent(void *s, void *e, unsigned int flags) { (void)s; (void)e; (void)flags; return 0; }
+CUresult cuStreamGetPriority(void *s, int *prio) { (void)s; if (prio) *prio = 0; return 0; }
+CUresult cuStreamIsCapturing(void *s, int *status) { (void)s; if (status) *status = 0; return 0; }
+CUresult cuStreamGetFlags(void *s, unsigned int *flags) { (void)s; if (flags) *flags = 0; return 0; }
+CUresult cuEventCreate(void **e, unsigned int flags) { (void)flags; *e = &handles[0]; return 0; }
+CUresult cuEventDestroy_v2(void *e) { (void)e; return 0; }
+CUresult cuEventRecord(void *e, void *s) { (void)e; (void)s; return 0; }
+CUresult cuEventQuery(void *e) { (void)e; return 0; }
+CUresult cuEventSynchronize(void *e) { (void)e; return 0; }
+CUresult cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; if (ms) *ms = 0.0f; return 0; }
+typedef void (*host_fn)(void *);
+CUresult cuLaunchHostFunc(void *s, host_fn fn, void *data) { (void)s; if (fn) fn(data); return 0; }
+typedef void (*stream_cb)(void *, CUresult, void *);
+CUresult cuStreamAddCallback(void *s, stream_cb fn, void *data, unsigned int flags) { (void)flags; if (fn) fn(s, 0, data); return 0; }
+
+/* Modules and kernels: loaded as opaque handles; a launch is accepted and does nothing. */
+static int modules[1];
+static CUresult launch_result(void) { return (CUresult)cfg_int("kernels.launch", 0); }
+CUresult cuModuleLoadData(void **m, const void *image) { (void)image; *m = &modules[0]; return 0; }
+CUresult cuModuleLoadDataEx(void **m, const void *image, unsigned int n, void *o, void **v) { (void)n; (void)o; (void)v; return cuModuleLoadData(m, image); }
+CUresult cuModuleLoadFatBinary(void **m, const void *image) { return cuModuleLoadData(m, image); }
+CUresult cuModuleUnload(void *m) { (void)m; return 0; }
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) { (void)m; (void)name; *f = &modules[0]; return 0; }
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *d, size_t *n, void *m, const char *name) {
+    (void)m; (void)name;
+    static char globals[1 << 16];
+    if (d) *d = (CUdeviceptr)(uintptr_t)globals;
+    if (n) *n = sizeof globals;
+    return 0;
+}
+CUresult cuFuncGetAttribute(int *v, int attrib, void *f) { (void)f; if (v) *v = attrib == 0 ? 1024 : 0; return 0; }
+CUresult cuFuncSetAttribute(void *f, int attrib, int v) { (void)f; (void)attrib; (void)v; return 0; }
+CUresult cuFuncSetCacheConfig(void *f, int c) { (void)f; (void)c; return 0; }
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int block, size_t smem) { (void)f; (void)block; (void)smem; if (n) *n = 1; return 0; }
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, void *s, void **params, void **extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)s; (void)params; (void)extra;
+    return launch_result();
+}
+CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
+    (void)config; (void)f; (void)params; (void)extra;
+    return launch_result();
 }

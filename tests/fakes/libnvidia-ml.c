@@ -38,6 +38,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>
+#include <strings.h>
 #include "fakecfg.h"
 
 typedef int nvmlReturn_t;
@@ -234,6 +235,39 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) {
     return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+/* By PCI bus id, compared without case and without leading zeros of the domain ("0000:18:00.0"
+ * and "00000000:18:00.0" are the same device), as TensorFlow asks with cuDeviceGetPCIBusId's form. */
+static const char *skip_domain_zeros(const char *s) {
+    while (*s == '0' && s[1] && s[1] != ':') s++;
+    return s;
+}
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvmlDevice_t *device) {
+    if (!initialised) return NVML_ERROR_UNINITIALIZED;
+    if (!bus_id || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < gpu_count(); i++) {
+        const char *mine = gstr(i, "pci_bus_id");
+        if (mine && strcasecmp(skip_domain_zeros(mine), skip_domain_zeros(bus_id)) == 0) {
+            if (gint(i, "lost", 0)) return NVML_ERROR_GPU_IS_LOST;
+            *device = &devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *bus_id, nvmlDevice_t *device) {
+    return nvmlDeviceGetHandleByPciBusId_v2(bus_id, device);
+}
+
+/* NVLink and fabric state: a PCIe card without NVLink answers "not supported". */
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link, int *active) {
+    (void)dev; (void)link; (void)active;
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t dev, void *info) {
+    (void)dev; (void)info;
+    return NVML_ERROR_NOT_SUPPORTED;
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned int *index) {

@@ -11,7 +11,8 @@ from __future__ import annotations
 import platform
 import sys
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -35,6 +36,7 @@ from gpucheck.probes.host import probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Environment the framework child gets: TensorFlow's own log lines are evidence.
 FRAMEWORK_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
@@ -123,21 +125,38 @@ CHILD_PROBES: tuple[ChildProbe, ...] = (
 )
 
 
+def _in_daemon_thread(fn: Callable[..., R], *args: Any) -> Future[R]:
+    """``fn(*args)`` in a daemon thread of its own. Not a ThreadPoolExecutor: the interpreter joins its
+    workers at exit, so a run ending in a way that skips the kill (an interrupt at an unlucky moment)
+    would wait for hung probe children until their timeout. Children die with the thread that started
+    them (PR_SET_PDEATHSIG, see probes.child), so none outlives this process either way."""
+    future: Future[R] = Future()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the result
+            future.set_exception(exc)
+
+    threading.Thread(target=target, name=f"gpucheck-probe-{args[0] if args else ''}", daemon=True).start()
+    return future
+
+
 class Diagnosis:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runner = ChildRunner()
         self._probes = [p for p in CHILD_PROBES if settings.framework != "none" or not p.framework]
         own = [p for p in self._probes if p.within is None]
-        self._pool = ThreadPoolExecutor(max_workers=len(own), thread_name_prefix="gpucheck-probe")
         self._lock = threading.Lock()
         self._result: Result | None = None
-        futures = {p.name: self._pool.submit(self.runner.run, p.name, settings.timeout, self._child_env(p)) for p in own}
+        futures = {p.name: _in_daemon_thread(self.runner.run, p.name, settings.timeout, self._child_env(p)) for p in own}
         self._pending = [
             _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
             for p in self._probes
         ]
-        self._pool.shutdown(wait=False)
 
     def _child_env(self, probe: ChildProbe) -> dict[str, str]:
         # The resolved timeout, so that a probe child running steps of its own (placement) can fit them in it.

@@ -558,6 +558,9 @@ class TfPlacementFacts:
     errors: dict[str, str] = field(default_factory=dict)
     #: gpucheck turned memory growth on in this process, so that the memory configurations can run beside it.
     memory_growth_set: bool = False
+    #: TensorFlow's own word on which GPU each of its devices is: its "Created device .../device:GPU:N
+    #: ... pci bus id: <id>" log lines, as (GPU:N, PCI bus id).
+    created_devices: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

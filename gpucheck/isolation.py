@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucheck.facts import ChildExit
-from gpucheck.probes.child import CAPTURE_ENV, STAGE_PREFIX, quiet
+from gpucheck.probes.child import CAPTURE_ENV, DIE_WITH_PARENT_ENV, STAGE_PREFIX, quiet
 
 TAIL_LINES = 80
 TAIL_CHARS = 400
@@ -39,6 +39,9 @@ class ChildRunner:
         self, probe: str, timeout: float, env: Mapping[str, str] | None = None
     ) -> tuple[ChildExit, dict[str, Any] | None]:
         child_env = dict(os.environ)
+        # The child asks the kernel for SIGKILL when the thread that starts it ends (PR_SET_PDEATHSIG): no
+        # probe outlives this process, however it ends.
+        child_env[DIE_WITH_PARENT_ENV] = str(os.getpid())
         child_env.update(env or {})
         with tempfile.TemporaryDirectory(prefix="gpucheck-probe-") as tmp:
             out = Path(tmp) / "facts.json"

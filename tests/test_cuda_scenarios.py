@@ -54,6 +54,10 @@ def test_scenario(
         evidence = run.finding(fid)["evidence"]
         for key, values in fields.items():
             assert set(values) <= set(evidence.get(key) or []), (fid, key, evidence)
+    if "created_devices" in expect:
+        # TensorFlow's own "Created device .../device:GPU:N ... pci bus id: X" lines, as the placement step read them.
+        tf = run.report["facts"]["placement"]["facts"]["tf"]
+        assert [list(d) for d in tf["created_devices"]] == expect["created_devices"], tf["created_devices"]
     log = _framework_log(run)
     for pattern in expect.get("tensorflow_log", []):
         assert any(fnmatch.fnmatch(line, pattern) for line in log), (pattern, log)

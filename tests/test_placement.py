@@ -275,7 +275,7 @@ def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(
 ) -> None:
     """Real TensorFlow creates /GPU:0 on the fake Quadro P4000 and runs ops there: hard placement on /GPU:0
     succeeds on the GPU, /GPU:1 is refused with TensorFlow's own error naming the device that exists, soft
-    placement of /GPU:1 does not land on the CPU unnoticed, and the results, which no kernel computed, are
+    placement of /GPU:1 runs on /GPU:0 (not on the CPU), and the results, which no kernel computed, are
     caught against the float64 CPU reference."""
     scenario = json.loads((Path(__file__).parent / "scenarios/cuda/gpu-outputs-stay-zero.json").read_text())
     fake_machine(scenario)
@@ -290,7 +290,15 @@ def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(
     gpu1 = runs_for(run.report, "/GPU:1")
     hard = gpu1[("eager", False)]
     assert not hard["ok"] and hard["error_type"] == "InvalidArgumentError", hard
-    assert "GPU:1" in hard["error"]
+    # TensorFlow's refusal names the device that does exist.
+    assert "All available devices [/job:localhost/replica:0/task:0/device:GPU:0" in hard["error"], hard["error"]
+    assert not gpu1[("function", False)]["ok"]
+    # With soft placement the op asked for the missing /GPU:1 runs on the GPU that exists, not on the CPU.
+    for mode in ("eager", "function"):
+        soft = gpu1[(mode, True)]
+        assert soft["ok"] and soft["device"].endswith("/device:GPU:0"), (mode, soft)
+    assert "soft-placement-fallback" not in run.finding_ids
+    assert [list(d) for d in tf["created_devices"]] == [["GPU:0", "00000000:01:00.0"]]
     evidence = run.finding("numerical-mismatch")["evidence"]
     matmul = next(c for c in evidence["checks"] if c["op"] == "matmul" and c["precision"] == "float32")
     assert matmul["ran_on"].endswith("/device:GPU:0") and matmul["error"] > matmul["tolerance"]

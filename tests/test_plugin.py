@@ -173,6 +173,10 @@ def _processes_with_env(key: str, value: str) -> list[int]:
     return pids
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupt_writes_report_and_kills_probes(
     tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path]
 ) -> None:
@@ -180,11 +184,15 @@ def test_interrupt_writes_report_and_kills_probes(
     scenario = json.loads((Path(__file__).parent / "scenarios/stack/cuinit-hangs.json").read_text())
     machine = fake_machine(scenario)
     report = tmp_path / "out" / "report.json"
-    env = dict(os.environ)
+    # faulthandler on: should pytest not end, SIGABRT makes it print where each of its threads is.
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-timeout=120", f"--gpucheck-json={report}",
          "-p", "no:cacheprovider"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # A shell starts background jobs with SIGINT ignored and that is inherited: this test's own run may be
+        # one (`pytest tests &`). The pytest under test gets the default, as a terminal's Ctrl-C finds it.
+        preexec_fn=_default_sigint,
     )
     marker = str(machine / "scenario.cfg")
     deadline = time.monotonic() + 60
@@ -196,10 +204,17 @@ def test_interrupt_writes_report_and_kills_probes(
     try:
         out, _ = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        threads = sorted(p.name for p in Path(f"/proc/{proc.pid}/task").iterdir())
+        try:
+            threads = sorted((p / "comm").read_text().strip() for p in Path(f"/proc/{proc.pid}/task").iterdir())
+        except OSError as exc:
+            threads = [f"unreadable: {exc}"]
         left = _processes_with_env("GPUCHECK_FAKE_SCENARIO", marker)
-        proc.kill()
-        out, _ = proc.communicate()
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
         pytest.fail(f"pytest did not end after SIGINT; threads {threads}, probe processes left {left}:\n{out.decode()}")
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()
     data = json.loads(report.read_text())

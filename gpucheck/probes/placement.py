@@ -107,20 +107,32 @@ class _Captured:
         self.lines = []
 
 
+#: How many captured() blocks are open in this process, and the real stderr (a file over a duplicate of
+#: descriptor 2 taken by the outermost block) that faulthandler writes to meanwhile.
+_capture_depth = 0
+_real_stderr: Any = None
+
+
 @contextlib.contextmanager
 def captured() -> Iterator[_Captured]:
     """File descriptors 1 and 2 (TensorFlow's C++ logs) go to a file for the block; afterwards its
-    lines are handed back and, without the placement log, written to the real stderr, where the parent
-    keeps them. faulthandler keeps writing to the real stderr meanwhile."""
+    lines are handed back and, without the placement log, written to the stderr the block found (the
+    real one, where the parent keeps them, or an enclosing block's file). faulthandler keeps writing to
+    the real stderr meanwhile. Blocks nest; each level has its own file, so that what a level wrote
+    before an inner one began is kept, and, named by the parent (CAPTURE_ENV), still there for it when
+    TensorFlow aborts inside."""
+    global _capture_depth, _real_stderr
     cap = _Captured()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved_out, saved_err = os.dup(1), os.dup(2)
-    pipe = os.fdopen(os.dup(2), "w", errors="replace")
-    faulthandler.enable(file=pipe)
     named = os.environ.get(CAPTURE_ENV)
-    # One file per process (a memory configuration's grandchild may capture beside this one).
-    with open(f"{named}.{os.getpid()}", "w+b") if named else tempfile.TemporaryFile(mode="w+b") as tmp:
+    tmp = open(f"{named}.{os.getpid()}.{_capture_depth}", "w+b") if named else tempfile.TemporaryFile(mode="w+b")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved_out, saved_err = os.dup(1), os.dup(2)
+        if _capture_depth == 0:
+            _real_stderr = os.fdopen(os.dup(2), "w", errors="replace")
+            faulthandler.enable(file=_real_stderr)
+        _capture_depth += 1
         os.dup2(tmp.fileno(), 1)
         os.dup2(tmp.fileno(), 2)
         try:
@@ -134,11 +146,19 @@ def captured() -> Iterator[_Captured]:
             os.dup2(saved_err, 2)
             os.close(saved_out)
             os.close(saved_err)
-            faulthandler.enable(file=sys.stderr)
-            pipe.close()
+            _capture_depth -= 1
+            if _capture_depth == 0 and _real_stderr is not None:
+                faulthandler.enable(file=sys.stderr)
+                _real_stderr.close()
+                _real_stderr = None
             tmp.seek(0)
             cap.lines = tmp.read().decode(errors="replace").splitlines()
             tmp.truncate(0)
+    finally:
+        tmp.close()
+        if named:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp.name)
     kept = quiet(cap.lines)
     if kept:
         sys.stderr.write("\n".join(kept) + "\n")
@@ -167,6 +187,16 @@ def xla_toolchain_lines(lines: list[str]) -> tuple[list[str], list[str]]:
         if _XLA_LINE.search(line):
             relevant.append(line)
     return relevant[-40:], searched
+
+
+_CREATED = re.compile(r"Created device \S*/device:(?P<dev>GPU:\d+) with .*?pci bus id: (?P<bus>[0-9A-Fa-f:.]+)")
+
+
+def created_devices(lines: list[str]) -> list[tuple[str, str]]:
+    """TensorFlow's "Created device /job:localhost/replica:0/task:0/device:GPU:0 with 79759 MB memory:
+    -> device: 0, name: ..., pci bus id: 00000000:18:00.0, compute capability: 9.0" lines, as
+    ("GPU:0", "00000000:18:00.0")."""
+    return [(m.group("dev"), m.group("bus")) for m in map(_CREATED.search, lines) if m]
 
 
 def normalise_bus_id(text: str) -> str | None:
@@ -435,10 +465,12 @@ def _xla(tf: Any, np: Any, device: str) -> XlaRun:
     rng = np.random.default_rng()
     a = _fresh(np, rng, (128, 64))
     b = _fresh(np, rng, (64, 32))
-    ref = np.maximum(a @ b, 0).sum(axis=1)
+    # exp is lowered to libdevice's __nv_expf on a GPU: without it XLA would never need libdevice and a
+    # missing one ('libdevice not found') would go unnoticed; the fused elementwise part needs ptxas.
+    ref = np.exp(-np.maximum(a @ b, 0)).sum(axis=1)
 
     def body(x: Any, y: Any) -> Any:
-        return tf.reduce_sum(tf.nn.relu(tf.matmul(x, y)), axis=1)
+        return tf.reduce_sum(tf.exp(-tf.nn.relu(tf.matmul(x, y))), axis=1)
 
     fused = tf.function(body, jit_compile=True)
 
@@ -594,15 +626,26 @@ def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
 
     cpu_split: int = _section(errors, "split the CPU", split_cpu, 0, capture=False)
     growth_set: bool = _section(errors, "memory growth", growth, False, capture=False) if physical else False
-    # Not captured: where TensorFlow dies creating its devices (cuda_malloc_async unsupported), its last
-    # words must reach the parent.
-    logical = _section(
-        errors, "initialise devices", lambda: [str(d.name) for d in tf.config.list_logical_devices()], [], capture=False
-    )
+    # Captured for TensorFlow's "Created device" lines; where it dies creating its devices (cuda_malloc_async
+    # unsupported) its last words still reach the parent through the capture file (CAPTURE_ENV).
+    init_lines: list[str] = []
+
+    def initialise() -> list[str]:
+        cap = None
+        try:
+            with captured() as cap:
+                return [str(d.name) for d in tf.config.list_logical_devices()]
+        finally:
+            # The block's lines are there once it has closed, also when the listing raised.
+            if cap is not None:
+                init_lines.extend(cap.lines)
+
+    logical = _section(errors, "initialise devices", initialise, [], capture=False)
+    created = tuple(created_devices(init_lines))
     if INIT_SECTION in errors:
         # Every op would fail the same way: the error of the device creation is the fact.
         return TfPlacementFacts(
-            True, None, version, gpus, (), cpu_split, None, (), None, (), (), None, (), errors, growth_set
+            True, None, version, gpus, (), cpu_split, None, (), None, (), (), None, (), errors, growth_set, created
         )
     soft_default = _section(errors, "soft placement default", lambda: bool(tf.config.get_soft_device_placement()), None)
 
@@ -660,6 +703,7 @@ def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
         memory=tuple(memory),
         errors=errors,
         memory_growth_set=growth_set,
+        created_devices=created,
     )
 
 

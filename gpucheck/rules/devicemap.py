@@ -49,10 +49,18 @@ class DeviceRow:
 
 
 def _tf_names(facts: Facts, cuda_rows: list[tuple[int, tuple[int, int, int, int] | None, Any]]) -> dict[int, str]:
-    """CUDA ordinal -> TensorFlow's GPU:N, when TensorFlow's count matches the devices its build covers."""
+    """CUDA ordinal -> TensorFlow's GPU:N. TensorFlow's own word first: its "Created device ... GPU:N ...
+    pci bus id: X" lines (the placement step), joined to the CUDA devices on the bus id. Else, when
+    TensorFlow did not create its devices, from the order: its count must match the devices its build covers."""
     tf = facts.framework.facts if facts.framework is not None else None
     if tf is None or not tf.gpus:
         return {}
+    outcome = getattr(facts, "placement", None)  # absent from hand-made facts of the lower layers
+    placement = outcome.facts if outcome is not None else None
+    created = placement.tf.created_devices if placement is not None and placement.tf is not None else ()
+    if created:
+        by_bus = {pci_key(bus): name for name, bus in created}
+        return {ordinal: by_bus[key] for ordinal, key, _dev in cuda_rows if key is not None and key in by_bus}
     archs = knowledge.parse_archs(tf.build_info.get("cuda_compute_capabilities") or [])
     covered = []
     for ordinal, _key, dev in cuda_rows:

@@ -7,6 +7,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from gpucheck import knowledge
 from gpucheck.facts import ChildExit, CudaCall, Facts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.options import Settings
@@ -143,35 +144,31 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
     nf = nvml.facts
     if nf is not None and not nf.library.loaded:
         blind = _tensorflow_blind_without_nvml(facts)
-        capabilities = os.environ.get("NVIDIA_DRIVER_CAPABILITIES")
+        capabilities = os.environ.get("NVIDIA_DRIVER_CAPABILITIES") or None  # empty: the toolkit's default
+        no_utility = capabilities is not None and not _has_utility(capabilities)
         out.append(
             finding(
                 "nvml-missing",
                 # Monitoring (and gpucheck's health checks) go blind without NVML; TensorFlow 2.21 goes blind too.
                 Severity.BLOCKER if blind else Severity.DEGRADED,
                 summary=(
-                    f"libnvidia-ml.so.1 (NVML) cannot be loaded, and TensorFlow {blind} needs it: it registers "
-                    f"no GPU although the CUDA driver sees {_count(facts)}."
+                    f"libnvidia-ml.so.1 (NVML) cannot be loaded, and TensorFlow {blind} registers no GPU without it, "
+                    f"although the CUDA driver sees {_count_text(facts)}."
                     if blind
                     else "libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded."
                 ),
                 cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}."
-                + (
-                    " TensorFlow's CUDA platform calls nvmlInit_v2 right after a successful cuInit and, when that "
-                    "fails, counts no device, without a log line at the default level."
-                    if blind
-                    else ""
-                )
+                + (_BLIND_CAUSE if blind else "")
                 + (
                     f" NVIDIA_DRIVER_CAPABILITIES={capabilities} leaves out `utility`, so the NVIDIA Container "
-                    "Toolkit mounted libcuda but not libnvidia-ml."
-                    if capabilities is not None and not _has_utility(capabilities)
+                    "Toolkit did not mount libnvidia-ml into the container."
+                    if no_utility
                     else ""
                 ),
                 remedy=(
                     "Start the container with NVML mounted: `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or "
                     "`all`) with `--gpus all`."
-                    if capabilities is not None and not _has_utility(capabilities)
+                    if no_utility
                     else "Install the NVIDIA driver's NVML library of the same version as libcuda (package "
                     "`libnvidia-compute-<branch>` or the driver installer); in a container use `--gpus all`."
                 ),
@@ -198,10 +195,11 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
                 f = replace(
                     f,
                     severity=Severity.BLOCKER,
-                    summary=f"{f.summary[:-1]}, and TensorFlow {blind} needs it: it registers no GPU although the "
-                    f"CUDA driver sees {_count(facts)}.",
-                    cause=f.cause + " TensorFlow's CUDA platform calls nvmlInit_v2 right after a successful cuInit and, "
-                    "when that fails, counts no device.",
+                    summary=f"{f.summary[:-1]}, and TensorFlow {blind} registers no GPU without it, although the "
+                    f"CUDA driver sees {_count_text(facts)}.",
+                    cause=f.cause + _BLIND_CAUSE,
+                    remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it: TensorFlow needs NVML to "
+                    "initialise, not only monitoring.",
                     evidence={**f.evidence, "tensorflow_gpus": 0, "cuda_devices": _count(facts)},
                 )
             same = next((i for i, o in enumerate(out) if o.id == f.id and o.subject == f.subject), None)
@@ -349,8 +347,22 @@ def _nvml_init_findings(init: CudaCall, module: str | None) -> list[Finding]:
     ]
 
 
-def _count(facts: Facts) -> str:
-    n = facts.cuda.facts.device_count if facts.cuda is not None and facts.cuda.facts is not None else None
+#: Read off libtensorflow_framework.so.2 of the tensorflow 2.21.0 wheel: stream_executor::gpu's
+#: PlatformInitialize calls cuInit, then nvmlInit_v2, and an NVML failure makes VisibleDeviceCount -1.
+#: Earlier releases were not checked, so only 2.21 and later are said to need NVML.
+_BLIND_SINCE = (2, 21)
+_BLIND_CAUSE = (
+    " TensorFlow's CUDA platform calls nvmlInit_v2 right after a successful cuInit and, when that fails, "
+    "counts no device, without a log line at the default level."
+)
+
+
+def _count(facts: Facts) -> int | None:
+    return facts.cuda.facts.device_count if facts.cuda is not None and facts.cuda.facts is not None else None
+
+
+def _count_text(facts: Facts) -> str:
+    n = _count(facts)
     return f"{n} GPU{'s' if n != 1 else ''}" if n is not None else "GPUs"
 
 
@@ -360,17 +372,23 @@ def _has_utility(capabilities: str) -> bool:
 
 
 def _tensorflow_blind_without_nvml(facts: Facts) -> str | None:
-    """The TensorFlow version, when this TensorFlow is a CUDA build that lists no GPU although cuInit
-    succeeded and the driver counts devices: TensorFlow 2.21's CUDA platform initialisation (XLA's
-    cuda_platform.cc) calls nvmlInit_v2 after cuInit and reports no device when it fails."""
+    """The TensorFlow version, when NVML explains why this TensorFlow lists no GPU: a CUDA build of 2.21
+    or later, whose device listing raised nothing, on a driver whose cuInit succeeded, which counts
+    devices and is of the build's CUDA major or newer, with every library TensorFlow dlopens loading."""
     cuda = facts.cuda.facts if facts.cuda is not None else None
     fw = facts.framework.facts if facts.framework is not None else None
-    if cuda is None or fw is None or not fw.importable or not fw.is_cuda_build or fw.gpus:
+    if cuda is None or fw is None or not fw.importable or not fw.is_cuda_build or fw.gpus or fw.list_devices_error:
+        return None
+    version = knowledge.parse_version(fw.version)
+    if version is None or version[:2] < _BLIND_SINCE:
         return None
     if cuda.init is None or cuda.init.code != 0 or not cuda.device_count:
+        return None
+    build_cuda = knowledge.parse_version(str(fw.build_info.get("cuda_version") or ""))
+    if build_cuda is None or cuda.driver_version is None or cuda.driver_version // 1000 < build_cuda[0]:
         return None
     # Only when nothing else explains it: every library TensorFlow dlopens before it registers a GPU loads.
     libs = facts.libraries.facts if facts.libraries is not None else None
     if libs is None or any(lib.required and not lib.loaded for lib in libs.libraries):
         return None
-    return fw.version or "(this version)"
+    return fw.version

@@ -234,9 +234,9 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid(uuid, dev); }
 
 /* Contexts: one primary context per device; the current one is what cuMemGetInfo answers about. */
-typedef struct { int slot; } FakeCtx;
+typedef struct { int slot; int ordinal; } FakeCtx;
 static FakeCtx contexts[64];
-static FakeCtx *current = NULL;
+static __thread FakeCtx *current = NULL; /* per thread, as the driver keeps it */
 
 static CUresult make_context(void **ctx, CUdevice dev) {
     if (!initialised) return 3;
@@ -246,6 +246,7 @@ static CUresult make_context(void **ctx, CUdevice dev) {
     cfg_misbehave(err);
     if (err && atoi(err) != 0) return atoi(err);
     contexts[m].slot = m;
+    contexts[m].ordinal = dev;
     *ctx = &contexts[m];
     return 0;
 }
@@ -295,6 +296,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
  */
 #include <sys/mman.h>
 #include <stdint.h>
+#include <pthread.h>
 typedef unsigned long long CUdeviceptr;
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
@@ -308,7 +310,7 @@ CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) { (void
 CUresult cuCtxGetCurrent(void **ctx) { if (ctx) *ctx = current; return 0; }
 CUresult cuCtxGetDevice(CUdevice *dev) {
     if (!current) return 201;
-    if (dev) *dev = current->slot;
+    if (dev) *dev = current->ordinal;
     return 0;
 }
 CUresult cuCtxSynchronize(void) { return 0; }
@@ -325,18 +327,25 @@ static void *host_block(size_t bytes) {
 /* Sizes of live blocks, so cuMemFree can unmap them. */
 #define MAX_BLOCKS 4096
 static struct { void *p; size_t n; } blocks[MAX_BLOCKS];
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUresult alloc_block(CUdeviceptr *out, size_t bytes) {
     if (!out) return 1;
     void *p = host_block(bytes);
     if (!p) return 2;
-    for (int i = 0; i < MAX_BLOCKS; i++)
-        if (!blocks[i].p) { blocks[i].p = p; blocks[i].n = bytes; break; }
+    int kept = 0;
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < MAX_BLOCKS && !kept; i++)
+        if (!blocks[i].p) { blocks[i].p = p; blocks[i].n = bytes; kept = 1; }
+    pthread_mutex_unlock(&blocks_lock);
+    if (!kept) { munmap(p, bytes ? bytes : 1); return 2; } /* the table is full: out of memory */
     *out = (CUdeviceptr)(uintptr_t)p;
     return 0;
 }
 static CUresult free_block(void *p) {
+    pthread_mutex_lock(&blocks_lock);
     for (int i = 0; i < MAX_BLOCKS; i++)
-        if (blocks[i].p == p) { munmap(p, blocks[i].n ? blocks[i].n : 1); blocks[i].p = NULL; return 0; }
+        if (blocks[i].p == p) { munmap(p, blocks[i].n ? blocks[i].n : 1); blocks[i].p = NULL; break; }
+    pthread_mutex_unlock(&blocks_lock);
     return 0;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) { return alloc_block(dptr, bytes); }
@@ -355,21 +364,32 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) { (void
 CUresult cuMemHostUnregister(void *p) { (void)p; return 0; }
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned int flags) { (void)flags; *d = (CUdeviceptr)(uintptr_t)p; return 0; }
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) {
-    for (int i = 0; i < MAX_BLOCKS; i++) {
+    CUresult r = 1;
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < MAX_BLOCKS && r; i++) {
         uintptr_t b = (uintptr_t)blocks[i].p;
         if (b && dptr >= b && dptr < b + blocks[i].n) {
             if (base) *base = b;
             if (size) *size = blocks[i].n;
-            return 0;
+            r = 0;
         }
     }
-    return 1;
+    pthread_mutex_unlock(&blocks_lock);
+    return r;
 }
+/* CUpointer_attribute: CONTEXT = 1 (a CUcontext), MEMORY_TYPE = 2 (unsigned int, 2 = device),
+ * DEVICE_POINTER = 3 (CUdeviceptr), HOST_POINTER = 4 (void *), DEVICE_ORDINAL = 9 (int); others are
+ * refused rather than answered with a value of the wrong size. */
 CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
-    (void)ptr;
-    if (attribute == 2 && data) { *(unsigned int *)data = 2; return 0; } /* MEMORY_TYPE: device */
-    if (data) memset(data, 0, sizeof(int));
-    return 0;
+    if (!data) return 1;
+    switch (attribute) {
+    case 1: *(void **)data = current; return 0;
+    case 2: *(unsigned int *)data = 2; return 0;
+    case 3: *(CUdeviceptr *)data = ptr; return 0;
+    case 4: *(void **)data = (void *)(uintptr_t)ptr; return 0;
+    case 9: *(int *)data = current ? current->ordinal : 0; return 0;
+    default: return 1;
+    }
 }
 
 /* Copies and memsets: done when asked (every stream is synchronous). */

@@ -78,7 +78,8 @@ cudaError_t cudaGetDeviceCount(int *count) {
 }
 
 /* cudaDeviceProp of CUDA 12 (driver_types.h), its leading fields up to maxThreadsPerMultiProcessor:
- * only these are written, so a caller's larger struct is never overrun. Values come from the driver. */
+ * only these are written, so a caller's larger struct is never overrun; the fields after them are left as
+ * the caller had them (nothing TensorFlow's device creation reads). Values come from the driver. */
 struct fake_device_prop {
     char name[256];
     unsigned char uuid[16];
@@ -149,7 +150,23 @@ cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shmem, v
     if (stream) *stream = call_config.stream;
     return 0;
 }
-cudaError_t cudaFuncGetAttributes(void *attr, const void *f) { (void)attr; (void)f; return 0; }
+/* cudaFuncAttributes of CUDA 12, its leading fields (what launch-configuration helpers read). */
+struct fake_func_attributes {
+    size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
+    int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion, cacheModeCA, maxDynamicSharedSizeBytes,
+        preferredShmemCarveout;
+};
+cudaError_t cudaFuncGetAttributes(struct fake_func_attributes *attr, const void *f) {
+    (void)f;
+    if (!attr) return 1;
+    memset(attr, 0, sizeof *attr);
+    attr->maxThreadsPerBlock = 1024;
+    attr->numRegs = 32;
+    attr->ptxVersion = attr->binaryVersion = 80;
+    attr->maxDynamicSharedSizeBytes = 49152;
+    attr->preferredShmemCarveout = -1;
+    return 0;
+}
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *f, int block, size_t smem) {
     (void)f; (void)block; (void)smem; if (n) *n = 1; return 0;
 }

@@ -55,8 +55,7 @@ def _tf_names(facts: Facts, cuda_rows: list[tuple[int, tuple[int, int, int, int]
     tf = facts.framework.facts if facts.framework is not None else None
     if tf is None or not tf.gpus:
         return {}
-    outcome = getattr(facts, "placement", None)  # absent from hand-made facts of the lower layers
-    placement = outcome.facts if outcome is not None else None
+    placement = facts.placement.facts if facts.placement is not None else None
     created = placement.tf.created_devices if placement is not None and placement.tf is not None else ()
     if created:
         by_bus = {pci_key(bus): name for name, bus in created}

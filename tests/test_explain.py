@@ -39,6 +39,7 @@ def _read(name: str) -> list[str]:
         ("tf-2.21-fake-driver-cuinit-35.log", {"cuda-runtime-missing": "blocker", "driver-too-old": "blocker"}, "driver-too-old"),
         ("tf-2.21-fake-driver-cuinit-999.log", {"cuda-runtime-missing": "blocker", "cuda-init-failed": "blocker"}, "cuda-init-failed"),
         ("tf-2.21-fake-gpu-cuda-malloc-async.log", {"memory-config-failed": "blocker"}, "memory-config-failed"),
+        ("tf-2.21-fake-pascal-jit-with-cuda13-ptxas.log", {"xla-toolchain-missing": "degraded"}, None),
         ("public-jderobot-385-cudnn-cusolver-missing.log", {"cuda-runtime-missing": "blocker", "cudnn-missing": "blocker"}, "cuda-runtime-missing"),
         ("public-nvidia-tensorflow-110-nvjitlink-dependency.log", {"cuda-runtime-missing": "blocker"}, "cuda-runtime-missing"),
         ("public-tf-60913-cudnn-9.1-vs-9.3.log", {"cudnn-version-mismatch": "blocker"}, "cudnn-version-mismatch"),

@@ -221,6 +221,19 @@ def test_jit_compile_failure_is_xla_toolchain_missing_with_its_own_evidence() ->
     assert "libdevice" in f.summary and "nvidia-cuda-nvcc-cu12" in f.remedy
 
 
+def test_ptxas_that_refuses_the_gpu_is_named_with_its_path() -> None:
+    """TensorFlow 2.21's words (tests/logs/tf-2.21-fake-pascal-jit-with-cuda13-ptxas.log) when the ptxas XLA
+    found first, CUDA 13.0's, refuses a compute capability 6.1 GPU."""
+    error = "UnimplementedError: /usr/local/bin/ptxas ptxas too old. Falling back to the driver to compile. [Op:__inference_f_10]"
+    run = XlaRun("/GPU:0", False, None, error, (), ())
+    [f] = [f for f in evaluate(tf_facts(xla=(run,), cc=(6, 1)), env={"XLA_FLAGS": None}) if f.id == "xla-toolchain-missing"]
+    assert f.severity.value == "degraded" and f.evidence["ptxas"] == "/usr/local/bin/ptxas"
+    assert "(/usr/local/bin/ptxas) cannot compile for this GPU" in f.summary
+    assert "nvidia-cuda-nvcc-cu12" in f.remedy and "placement-failed" not in [
+        g.id for g in evaluate(tf_facts(xla=(run,), cc=(6, 1)), env={"XLA_FLAGS": None})
+    ]
+
+
 def test_force_allow_growth_values() -> None:
     assert ids(evaluate(tf_facts(), env={"TF_FORCE_GPU_ALLOW_GROWTH": "1"})).count("memory-config-failed") == 1
     assert "memory-config-failed" not in ids(evaluate(tf_facts(), env={"TF_FORCE_GPU_ALLOW_GROWTH": "false"}))

@@ -38,9 +38,14 @@ ALLOW_GROWTH_VALUES = ("true", "false")
 #: XLA's messages when ptxas or libdevice is missing (xla/service/gpu/nvptx_compiler.cc,
 #: llvm_gpu_backend/gpu_backend_lib.cc; e.g. https://github.com/tensorflow/tensorflow/issues/56927).
 XLA_TOOLCHAIN = re.compile(
-    r"libdevice not found|Can't find libdevice|Couldn't (?:find|invoke) ptxas|Can't find ptxas|ptxas.*(?:not found|No such file)",
+    r"libdevice not found|Can't find libdevice|Couldn't (?:find|invoke) ptxas|Can't find ptxas|ptxas.*(?:not found|No such file)"
+    r"|ptxas too old",
     re.IGNORECASE,
 )
+#: XLA's words when the ptxas it found cannot compile for this GPU (TensorFlow 2.21 on a Pascal GPU with
+#: CUDA 13.0's ptxas first on PATH, seen here: "UNIMPLEMENTED: /usr/local/bin/ptxas ptxas too old. Falling
+#: back to the driver to compile."; CUDA 13 dropped offline compilation for compute capability < 7.5).
+_PTXAS_UNUSABLE = re.compile(r"(?P<path>\S*ptxas)\s+ptxas too old", re.IGNORECASE)
 #: Compute capability from which the GPU has Tensor Cores (float16), and bfloat16 / TF32 ones.
 TENSOR_CORES_CC = (7, 0)
 BF16_CC = (8, 0)
@@ -442,7 +447,30 @@ def _xla(runs: tuple[XlaRun, ...], env: dict[str, str | None]) -> list[Finding]:
             "searched": list(run.searched),
             "XLA_FLAGS": env.get("XLA_FLAGS"),
         }
-        if run.error is not None and XLA_TOOLCHAIN.search(text):
+        unusable = _PTXAS_UNUSABLE.search(text)
+        if run.error is not None and unusable:
+            out.append(
+                finding(
+                    "xla-toolchain-missing",
+                    Severity.DEGRADED,
+                    summary=f"jit_compile=True fails on {run.device}: the ptxas XLA found ({unusable.group('path')}) "
+                    "cannot compile for this GPU.",
+                    cause=(
+                        f"A tf.function(jit_compile=True) on {run.device} failed: {run.error} XLA takes the first "
+                        "ptxas it finds and calls it too old when it refuses this GPU's architecture (CUDA 13's "
+                        "ptxas no longer compiles for compute capability below 7.5); every XLA-compiled function "
+                        "fails the same way."
+                    ),
+                    remedy=(
+                        "Give XLA the ptxas of TensorFlow's own CUDA major: `pip install \"nvidia-cuda-nvcc-cu12\"` "
+                        "and take other toolkits' bin directories off PATH, or "
+                        "`export XLA_FLAGS=--xla_gpu_cuda_data_dir=/usr/local/cuda-12.<minor>`."
+                    ),
+                    evidence={**evidence, "ptxas": unusable.group("path")},
+                    subject=f"jit_compile on {run.device}",
+                )
+            )
+        elif run.error is not None and XLA_TOOLCHAIN.search(text):
             missing = "libdevice" if "libdevice" in text.lower() else "ptxas"
             out.append(
                 finding(

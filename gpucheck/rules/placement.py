@@ -493,7 +493,7 @@ def _xla(runs: tuple[XlaRun, ...], env: dict[str, str | None]) -> list[Finding]:
                     "numerical-mismatch",
                     Severity.BLOCKER,
                     summary=f"An XLA-compiled function computes wrong results on {run.device}.",
-                    cause=f"A jit_compile=True matmul-relu-sum on {run.device}: {run.error}.",
+                    cause=f"A jit_compile=True matmul-relu-exp-sum on {run.device}: {run.error}.",
                     remedy="Compare with `jit_compile=False`; report the XLA bug with the versions in the header.",
                     evidence=evidence,
                     subject=f"jit_compile on {run.device}",

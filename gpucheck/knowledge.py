@@ -40,12 +40,18 @@ def data(name: str) -> dict[str, Any]:
     return loaded
 
 
+#: The basis of a row read from NVIDIA's release notes (Table 3), the default.
+TABLE = "NVIDIA's CUDA toolkit/driver table"
+
+
 @dataclass(frozen=True)
 class ToolkitRow:
     toolkit: str
     version: Version
     linux_driver: Version
     linux_driver_text: str
+    #: Where the row comes from, when not from NVIDIA's table itself (see the data file's ``_source``).
+    basis: str = TABLE
 
 
 @cache
@@ -55,7 +61,7 @@ def toolkit_rows() -> tuple[ToolkitRow, ...]:
         version = parse_version(row["version"])
         driver = parse_version(row["linux_driver"])
         assert version is not None and driver is not None
-        rows.append(ToolkitRow(row["toolkit"], version, driver, row["linux_driver"]))
+        rows.append(ToolkitRow(row["toolkit"], version, driver, row["linux_driver"], row.get("basis", TABLE)))
     return tuple(rows)
 
 
@@ -112,6 +118,8 @@ class DriverJudgement:
     driver_version: str | None
     required_driver: str | None
     minor_version_floor: str | None
+    #: Where ``required_driver`` comes from (a ``ToolkitRow.basis``).
+    required_driver_basis: str | None = None
 
 
 def judge_driver(build_cuda: str, driver_version: str | None, driver_cuda_int: int | None = None) -> DriverJudgement:
@@ -119,7 +127,8 @@ def judge_driver(build_cuda: str, driver_version: str | None, driver_cuda_int: i
     is known, else by the CUDA version the driver reports; minor version compatibility is the fallback
     within one major (and only from CUDA 11 on, and only above that major's floor)."""
     build = parse_version(build_cuda) or ()
-    required = required_driver(build_cuda)
+    row = row_for(build_cuda)
+    required = row.linux_driver_text if row else None
     drv = parse_version(driver_version)
     dcuda: Version | None = parse_version(cuda_int_to_text(driver_cuda_int)) if driver_cuda_int else None
     if dcuda is None and driver_version:
@@ -128,7 +137,8 @@ def judge_driver(build_cuda: str, driver_version: str | None, driver_cuda_int: i
 
     def result(status: str) -> DriverJudgement:
         return DriverJudgement(
-            status, build_cuda, _text(dcuda) if dcuda else None, driver_version, required, floor
+            status, build_cuda, _text(dcuda) if dcuda else None, driver_version, required, floor,
+            row.basis if row else None,
         )
 
     if len(build) < 2:

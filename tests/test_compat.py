@@ -4,6 +4,10 @@
 column) transcribed here on its own, from the CUDA Toolkit release notes
 (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html and the archived notes of each
 release), so that the data file and the rules are checked against the published table row by row.
+
+``NOT_FROM_THE_TABLE`` holds the rows of releases whose Table 3 row could not be read here (CUDA 13.4 no
+longer bundles a driver, so its runfile names none either): each names its basis, the rules are checked
+against those rows the same way, and a finding that quotes such a row says where it comes from.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ from __future__ import annotations
 import pytest
 
 from gpucheck import knowledge
+from gpucheck.rules import compat
 
 #: (toolkit as NVIDIA names it, version, minimum Linux x86_64 driver). CUDA 10.0 to 13.x.
 PUBLISHED: list[tuple[str, str, str]] = [
     # 13.2 and 13.3 from public copies of Table 3, confirmed by NVIDIA's runfile names; the later updates
     # (13.2 Update 2, 13.1 Update 2, 13.0 Update 3, 12.9 Update 2, 12.8 Update 2) from runfile names alone (see the
-    # data file's _source). CUDA 13.4 names no driver in its runfile and its Table 3 row could not be read here.
+    # data file's _source). CUDA 13.4 and 13.5: NOT_FROM_THE_TABLE below.
     ("CUDA 13.3 Update 1", "13.3.1", "610.43.02"),
     ("CUDA 13.3 GA", "13.3.0", "610.43.02"),
     ("CUDA 13.2 Update 2", "13.2.2", "595.71.05"),
@@ -80,6 +85,22 @@ PUBLISHED: list[tuple[str, str, str]] = [
     ("CUDA 10.1 (10.1.105 general release, and updates)", "10.1.105", "418.39"),
     ("CUDA 10.0.130", "10.0.130", "410.48"),
 ]
+_COMPAT_13_4 = (
+    "NVIDIA's compatibility package cuda-compat-13-4 615.71.09, released with CUDA 13.4 GA; NVIDIA's table row not read here"
+)
+#: (toolkit, version, driver, basis): NVIDIA's versioned CUDA compatibility packages carry the Table 3 driver
+#: on every release where both are known (cuda-compat 12.4.1 = 550.54.15, 12.9.1 = 575.57.08, 13.0.2 = 580.95.05,
+#: 13.1.1 = 590.48.01); the 13.5 GA row is the driver whose manifest first ships a compatibility package for 13.5.
+NOT_FROM_THE_TABLE: list[tuple[str, str, str, str]] = [
+    (
+        "CUDA 13.5 GA", "13.5", "620.70.06",
+        "NVIDIA's driver manifest redistrib_620.70.06.json, whose compatibility package is for CUDA 13.5; "
+        "NVIDIA's table row not read here",
+    ),
+    ("CUDA 13.4 Update 1", "13.4.2", "615.71.09", _COMPAT_13_4),
+    ("CUDA 13.4 GA", "13.4.1", "615.71.09", _COMPAT_13_4),
+]
+ROWS = [row[:3] for row in NOT_FROM_THE_TABLE] + PUBLISHED
 #: Table 2, 'Minimum Required Driver Version for CUDA Minor Version Compatibility' (Linux).
 MINOR_VERSION_FLOOR = {13: "580", 12: "525.60.13", 11: "450.80.02"}
 
@@ -96,11 +117,13 @@ def just_below(driver: str) -> str:
 
 def test_data_file_is_the_published_table() -> None:
     rows = [(r.toolkit, ".".join(map(str, r.version)), r.linux_driver_text) for r in knowledge.toolkit_rows()]
-    assert rows == PUBLISHED
+    assert rows == ROWS
+    bases = {r.toolkit: r.basis for r in knowledge.toolkit_rows()}
+    assert {t: b for t, b in bases.items() if b != knowledge.TABLE} == {t: b for t, _, _, b in NOT_FROM_THE_TABLE}
     assert knowledge.data("cuda_compat.json")["_source"].startswith("NVIDIA CUDA Toolkit Release Notes")
 
 
-@pytest.mark.parametrize(("toolkit", "version", "driver"), PUBLISHED, ids=[p[0] for p in PUBLISHED])
+@pytest.mark.parametrize(("toolkit", "version", "driver"), ROWS, ids=[p[0] for p in ROWS])
 def test_rules_agree_with_published_row(toolkit: str, version: str, driver: str) -> None:
     """Row by row: the listed driver runs the release; a driver just below it does not run it natively,
     and runs it under minor version compatibility exactly when Table 2 says so."""
@@ -151,10 +174,30 @@ def test_rules_agree_with_published_row(toolkit: str, version: str, driver: str)
         ("10.1", "410.48", 10000, "too-old"),
         ("13.0", "575.57.08", 12090, "too-old"),
         ("13.0", None, None, "unknown"),
+        # R615 serves CUDA 13.4 natively; R610 runs it under minor version compatibility; R575 is CUDA 12.
+        ("13.4", "615.71.09", None, "ok"),
+        ("13.4.1", "610.43.02", None, "minor-version-compatibility"),
+        ("13.4", None, 13040, "ok"),
+        ("13.4", "575.57.08", None, "too-old"),
+        ("13.5", "615.71.09", None, "minor-version-compatibility"),
     ],
 )
 def test_judge_driver(build: str, driver: str | None, cuda_int: int | None, status: str) -> None:
     assert knowledge.judge_driver(build, driver, cuda_int).status == status
+
+
+@pytest.mark.parametrize(
+    ("build", "driver", "needs"),
+    [
+        ("12.5.1", "470.82.01", "555.42.06 (NVIDIA's CUDA toolkit/driver table)"),
+        ("13.4", "575.57.08", f"615.71.09 ({_COMPAT_13_4})"),
+    ],
+)
+def test_driver_too_old_says_where_the_required_driver_comes_from(build: str, driver: str, needs: str) -> None:
+    judgement = knowledge.judge_driver(build, driver)
+    found = compat._too_old(judgement, compat.Build("2.99.0", build, (), "test"), {})
+    assert f"CUDA {build} needs driver >= {needs}; " in found.cause
+    assert f"Install NVIDIA driver >= {needs.split()[0]} " in found.remedy
 
 
 TF221 = ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]

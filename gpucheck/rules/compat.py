@@ -99,6 +99,7 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
         "build_cuda": build.cuda_version,
         "build_source": build.source,
         "required_driver": judgement.required_driver,
+        "required_driver_basis": judgement.required_driver_basis,
         "minor_version_floor": judgement.minor_version_floor,
         "cuda_runtime_loaded": runtime,
     }
@@ -162,7 +163,7 @@ def _too_old(j: knowledge.DriverJudgement, build: Build, evidence: dict[str, Any
             f"{j.build_cuda}, which TensorFlow {build.framework_version or ''} uses.".replace("  ", " ")
         ),
         cause=(
-            f"CUDA {j.build_cuda} needs driver >= {j.required_driver or '?'} (NVIDIA's CUDA toolkit/driver table); "
+            f"CUDA {j.build_cuda} needs driver >= {j.required_driver or '?'} ({j.required_driver_basis or knowledge.TABLE}); "
             f"this driver serves CUDA {j.driver_cuda or '?'}{floor_text}: the CUDA runtime refuses to start "
             "(cudaErrorInsufficientDriver)."
         ),

@@ -200,6 +200,24 @@ def test_driver_too_old_says_where_the_required_driver_comes_from(build: str, dr
     assert f"Install NVIDIA driver >= {needs.split()[0]} " in found.remedy
 
 
+@pytest.mark.parametrize(
+    ("build", "driver", "needs"),
+    [
+        ("12.5.1", "550.54.15", "555.42.06 (NVIDIA's CUDA toolkit/driver table)"),
+        ("13.4", "610.43.02", f"615.71.09 ({_COMPAT_13_4})"),
+    ],
+)
+def test_minor_version_compatibility_says_where_the_required_driver_comes_from(
+    build: str, driver: str, needs: str
+) -> None:
+    judgement = knowledge.judge_driver(build, driver)
+    assert judgement.status == "minor-version-compatibility"
+    found = compat._minor_version_compatibility(judgement, driver, {})
+    assert found.severity.name == "INFO"
+    assert f"CUDA {build} asks for driver >= {needs}; " in found.cause
+    assert f"install driver >= {needs.split()[0]} " in found.remedy
+
+
 TF221 = ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]
 
 

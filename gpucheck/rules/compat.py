@@ -112,27 +112,7 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
         if jit_gpus:
             out.append(_ptx_needs_newer_driver(worst, build, jit_gpus, arch_of, evidence))
         else:
-            out.append(
-                finding(
-                    "driver-too-old",
-                    Severity.INFO,
-                    summary=(
-                        f"Driver {driver or worst.driver_cuda} (CUDA {worst.driver_cuda}) is older than CUDA "
-                        f"{worst.build_cuda} but runs it under minor version compatibility."
-                    ),
-                    cause=(
-                        f"CUDA {worst.build_cuda} asks for driver >= {worst.required_driver or '?'}; within CUDA "
-                        f"{worst.build_cuda.split('.')[0]}.x a driver >= {worst.minor_version_floor} runs it "
-                        "anyway, except features that need the newer driver and PTX from the newer toolkit "
-                        "(every GPU here has SASS in the build, so no PTX JIT is needed)."
-                    ),
-                    remedy=(
-                        f"Nothing is required; to lift the limits install driver >= {worst.required_driver} "
-                        "(`sudo apt install nvidia-driver-<branch>` or the data-center driver) and reboot."
-                    ),
-                    evidence=evidence,
-                )
-            )
+            out.append(_minor_version_compatibility(worst, driver, evidence))
     for dev in cf.devices:
         verdict = arch_of.get(dev.ordinal)
         if verdict is None:
@@ -146,6 +126,31 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
 
 def _rank(status: str) -> int:
     return {"unknown": 0, "ok": 0, "minor-version-compatibility": 1, "too-old": 2}[status]
+
+
+def _minor_version_compatibility(
+    j: knowledge.DriverJudgement, driver: str | None, evidence: dict[str, Any]
+) -> Finding:
+    return finding(
+        "driver-too-old",
+        Severity.INFO,
+        summary=(
+            f"Driver {driver or j.driver_cuda} (CUDA {j.driver_cuda}) is older than CUDA "
+            f"{j.build_cuda} but runs it under minor version compatibility."
+        ),
+        cause=(
+            f"CUDA {j.build_cuda} asks for driver >= {j.required_driver or '?'} "
+            f"({j.required_driver_basis or knowledge.TABLE}); within CUDA "
+            f"{j.build_cuda.split('.')[0]}.x a driver >= {j.minor_version_floor} runs it "
+            "anyway, except features that need the newer driver and PTX from the newer toolkit "
+            "(every GPU here has SASS in the build, so no PTX JIT is needed)."
+        ),
+        remedy=(
+            f"Nothing is required; to lift the limits install driver >= {j.required_driver} "
+            "(`sudo apt install nvidia-driver-<branch>` or the data-center driver) and reboot."
+        ),
+        evidence=evidence,
+    )
 
 
 def _too_old(j: knowledge.DriverJudgement, build: Build, evidence: dict[str, Any]) -> Finding:

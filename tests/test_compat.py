@@ -191,13 +191,20 @@ def test_judge_driver(build: str, driver: str | None, cuda_int: int | None, stat
     [
         ("12.5.1", "470.82.01", "555.42.06 (NVIDIA's CUDA toolkit/driver table)"),
         ("13.4", "575.57.08", f"615.71.09 ({_COMPAT_13_4})"),
+        ("13.9", "575.57.08", None),  # newer than the table: the remedy asks for the CUDA version instead
     ],
 )
-def test_driver_too_old_says_where_the_required_driver_comes_from(build: str, driver: str, needs: str) -> None:
+def test_driver_too_old_says_where_the_required_driver_comes_from(build: str, driver: str, needs: str | None) -> None:
     judgement = knowledge.judge_driver(build, driver)
+    assert judgement.status == "too-old"
     found = compat._too_old(judgement, compat.Build("2.99.0", build, (), "test"), {})
-    assert f"CUDA {build} needs driver >= {needs}; " in found.cause
-    assert f"Install NVIDIA driver >= {needs.split()[0]} " in found.remedy
+    if needs is None:
+        assert f"CUDA {build} needs driver >= ?" in found.cause
+        assert f"Install an NVIDIA driver of CUDA {build} or newer " in found.remedy
+    else:
+        assert f"CUDA {build} needs driver >= {needs}; " in found.cause
+        assert f"Install an NVIDIA driver >= {needs.split()[0]} (CUDA {build}) " in found.remedy
+    assert "None" not in found.remedy
 
 
 @pytest.mark.parametrize(
@@ -205,17 +212,22 @@ def test_driver_too_old_says_where_the_required_driver_comes_from(build: str, dr
     [
         ("12.5.1", "550.54.15", "555.42.06 (NVIDIA's CUDA toolkit/driver table)"),
         ("13.4", "610.43.02", f"615.71.09 ({_COMPAT_13_4})"),
+        ("13.9", "615.71.09", None),
     ],
 )
 def test_minor_version_compatibility_says_where_the_required_driver_comes_from(
-    build: str, driver: str, needs: str
+    build: str, driver: str, needs: str | None
 ) -> None:
     judgement = knowledge.judge_driver(build, driver)
     assert judgement.status == "minor-version-compatibility"
     found = compat._minor_version_compatibility(judgement, driver, {})
     assert found.severity.name == "INFO"
-    assert f"CUDA {build} asks for driver >= {needs}; " in found.cause
-    assert f"install driver >= {needs.split()[0]} " in found.remedy
+    if needs is None:
+        assert f"install a driver of CUDA {build} or newer " in found.remedy
+    else:
+        assert f"CUDA {build} asks for driver >= {needs}; " in found.cause
+        assert f"install a driver >= {needs.split()[0]} (CUDA {build}) " in found.remedy
+    assert "None" not in found.remedy
 
 
 TF221 = ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]

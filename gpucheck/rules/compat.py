@@ -124,6 +124,13 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
     return out
 
 
+def _at_least(j: knowledge.DriverJudgement) -> str:
+    """The driver a remedy asks for: the table's, else (a CUDA release newer than the table) its CUDA version."""
+    if j.required_driver:
+        return f">= {j.required_driver} (CUDA {j.build_cuda})"
+    return f"of CUDA {j.build_cuda} or newer (`nvidia-smi` shows the CUDA version a driver serves)"
+
+
 def _rank(status: str) -> int:
     return {"unknown": 0, "ok": 0, "minor-version-compatibility": 1, "too-old": 2}[status]
 
@@ -146,7 +153,7 @@ def _minor_version_compatibility(
             "(every GPU here has SASS in the build, so no PTX JIT is needed)."
         ),
         remedy=(
-            f"Nothing is required; to lift the limits install driver >= {j.required_driver} "
+            f"Nothing is required; to lift the limits install a driver {_at_least(j)} "
             "(`sudo apt install nvidia-driver-<branch>` or the data-center driver) and reboot."
         ),
         evidence=evidence,
@@ -173,7 +180,7 @@ def _too_old(j: knowledge.DriverJudgement, build: Build, evidence: dict[str, Any
             "(cudaErrorInsufficientDriver)."
         ),
         remedy=(
-            f"Install NVIDIA driver >= {j.required_driver or 'the one your CUDA release lists'} "
+            f"Install an NVIDIA driver {_at_least(j)} "
             "(e.g. `sudo apt install nvidia-driver-<branch>` or the data-center driver for your GPU) and reboot; "
             "or use a TensorFlow built for the CUDA this driver serves (see tensorflow.org/install/source#gpu)."
         ),
@@ -203,7 +210,7 @@ def _ptx_needs_newer_driver(
             "(cudaErrorUnsupportedPtxVersion)."
         ),
         remedy=(
-            f"Install NVIDIA driver >= {j.required_driver} (CUDA {j.build_cuda}) and reboot; or use a build "
+            f"Install an NVIDIA driver {_at_least(j)} and reboot; or use a build "
             "with SASS for this GPU."
         ),
         evidence={**evidence, "gpus": [_gpu_evidence(d, arch_of[d.ordinal]) for d in gpus]},

@@ -31,9 +31,9 @@ from gpucheck.facts import (
 )
 from gpucheck.isolation import ChildRunner
 from gpucheck.model import RUN_LAYER, Finding, Severity, catalog, finding, root_cause, verdict
-from gpucheck.options import Settings
-from gpucheck.probes.host import probe_hardware, probe_kernel
+from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
+from gpucheck.settings import Settings
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -199,7 +199,7 @@ class Diagnosis:
         kernel = probe_kernel(len(hardware.nvidia_gpus))
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
         outcomes = {probe.field: pending.outcome() for probe, pending in zip(self._probes, self._pending, strict=True)}
-        facts = Facts(hardware=hardware, kernel=kernel, visibility=visibility, **outcomes)
+        facts = Facts(hardware=hardware, kernel=kernel, visibility=visibility, **outcomes, environment=probe_environment())
         findings = tuple(evaluate(facts, self.settings))
         rc = root_cause(findings)
         return Result(

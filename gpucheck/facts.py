@@ -638,6 +638,9 @@ class Facts:
     libraries: ProbeOutcome[LibrariesFacts] | None = None
     #: Placement, numerics, memory configuration and XLA (issue 5); None when that probe was not run.
     placement: ProbeOutcome[PlacementFacts] | None = None
+    #: The environment variables the rules weigh (``gpucheck.probes.host.ENVIRONMENT_KEYS``), as this run
+    #: saw them: rules read them here, never from ``os.environ``.
+    environment: dict[str, str | None] = field(default_factory=dict)
 
 
 def to_json(obj: Any) -> Any:

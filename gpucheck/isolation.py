@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucheck.facts import ChildExit
-from gpucheck.probes.child import CAPTURE_ENV, DIE_WITH_PARENT_ENV, STAGE_PREFIX, quiet
+from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, STAGE_PREFIX, quiet
 
 TAIL_LINES = 80
 TAIL_CHARS = 400

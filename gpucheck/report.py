@@ -10,8 +10,8 @@ from typing import Any
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts
 from gpucheck.model import Finding, independent_of
-from gpucheck.options import Settings
 from gpucheck.rules.devicemap import device_map_lines
+from gpucheck.settings import Settings
 
 SCHEMA = "gpucheck-report/1"
 _STATE_MARKUP: dict[str, dict[str, bool]] = {

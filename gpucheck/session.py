@@ -12,7 +12,7 @@ import pytest
 from gpucheck import report
 from gpucheck.diagnosis import Diagnosis, Result
 from gpucheck.model import Finding, Severity
-from gpucheck.options import Settings
+from gpucheck.settings import Settings
 
 CHECKS_DIR = Path(__file__).resolve().parent / "checks"
 CHECK_FILE_PREFIX = "checks_"

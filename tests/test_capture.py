@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 from gpucheck.isolation import _left_in_capture
-from gpucheck.probes.child import CAPTURE_ENV
+from gpucheck.protocol import CAPTURE_ENV
 
 CHILD = textwrap.dedent(
     """

@@ -9,6 +9,7 @@ raised, a failed cuInit, a driver of an older CUDA major, a library TensorFlow d
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -28,8 +29,8 @@ from gpucheck.facts import (
     ProbeOutcome,
     VisibilityFacts,
 )
-from gpucheck.options import Settings
 from gpucheck.rules.driver import driver_rules
+from gpucheck.settings import Settings
 
 OK_EXIT = ChildExit("ok", 0, None, 1.0, (), "write facts", None)
 LIBCUDA = LibraryLoad("libcuda.so.1", True, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", None)
@@ -76,10 +77,10 @@ def machine(
 
 
 def nvml_finding(facts: Facts, monkeypatch: pytest.MonkeyPatch, capabilities: str | None = None) -> Any:
-    if capabilities is None:
-        monkeypatch.delenv("NVIDIA_DRIVER_CAPABILITIES", raising=False)
-    else:
-        monkeypatch.setenv("NVIDIA_DRIVER_CAPABILITIES", capabilities)
+    """The rule reads the environment as a fact (``Facts.environment``), never ``os.environ``: the process's
+    own variable is set to something else to show it."""
+    monkeypatch.setenv("NVIDIA_DRIVER_CAPABILITIES", "compute")
+    facts = dataclasses.replace(facts, environment={"NVIDIA_DRIVER_CAPABILITIES": capabilities})
     return next((f for f in driver_rules(facts, Settings()) if f.id == "nvml-missing"), None)
 
 

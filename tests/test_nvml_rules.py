@@ -24,8 +24,8 @@ from gpucheck.facts import (
     RemappedRows,
 )
 from gpucheck.model import Severity
-from gpucheck.options import Settings, memory_bytes, parse_gpu_count, parse_memory
 from gpucheck.rules import nvml
+from gpucheck.settings import Settings, memory_bytes, parse_gpu_count, parse_memory
 
 GiB = 1024**3
 

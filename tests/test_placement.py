@@ -246,8 +246,8 @@ def test_memory_configuration_process_that_aborts_is_a_fact(fake_machine: Callab
     then memory-config-failed, never a crash of gpucheck. The configurations only run where TensorFlow
     registers a GPU, which never happens here, so they are started directly."""
     from gpucheck.facts import MemoryConfigOutcome, PlacementFacts, ProbeOutcome, from_json
-    from gpucheck.options import Settings
     from gpucheck.rules.placement import placement_rules
+    from gpucheck.settings import Settings
     from tests.test_placement_rules import OK_EXIT, base_facts, tf_facts
 
     fake_machine({**A100_VM, "cuda": {"init": "abort", "driver_version": 12040}})

@@ -40,10 +40,10 @@ from gpucheck.facts import (
     XlaRun,
 )
 from gpucheck.model import Finding
-from gpucheck.options import Settings
-from gpucheck.probes.child import DIE_WITH_PARENT_ENV
 from gpucheck.probes.placement import normalise_bus_id, quiet, xla_toolchain_lines
+from gpucheck.protocol import DIE_WITH_PARENT_ENV
 from gpucheck.rules.placement import placement_rules
+from gpucheck.settings import Settings
 
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -348,7 +348,7 @@ def test_grandchild_whose_parent_is_already_gone_leaves() -> None:
 def test_staged_probe_leaves_at_its_deadline_with_what_it_wrote() -> None:
     """After its first result, a staged probe (framework facts, then placement) stops itself before the
     parent's timeout would kill it and lose everything: exit code DEADLINE_EXIT."""
-    from gpucheck.probes.child import DEADLINE_EXIT
+    from gpucheck.protocol import DEADLINE_EXIT
 
     code = "import time; from gpucheck.probes import child; child._deadline_watchdog(time.monotonic()); time.sleep(20)"
     start = time.monotonic()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -20,33 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-STAGE_PREFIX = "@@gpucheck-stage "
-#: Set by a probe child for the grandchildren it starts (gpucheck.probes.placement): the pid they must
-#: not outlive. They ask the kernel for SIGKILL when it dies (PR_SET_PDEATHSIG), since a killed probe
-#: child cannot stop the grandchildren of its own sessions.
-DIE_WITH_PARENT_ENV = "GPUCHECK_DIE_WITH_PARENT"
-#: Exit code of a staged probe stopped at its deadline (GPUCHECK_TIMEOUT, less a margin) after its first
-#: result was written: the parent then has that result rather than a killed child with nothing.
-DEADLINE_EXIT = 124
-#: Where a probe child sends TensorFlow's output while it reads it back (``placement.captured``): a file
-#: named by the parent, so that when TensorFlow aborts inside such a block, its last words (the ``F…``
-#: line that names what it refused) still reach the evidence. Emptied when a block ends normally.
-CAPTURE_ENV = "GPUCHECK_CAPTURE_FILE"
-
-#: The placement log: once on, TensorFlow logs every op it places and executes (it can only be switched
-#: on before the devices are initialised, and not off again for functions). It is kept out of the
-#: output the parent keeps as evidence.
-_PLACEMENT_NOISE = re.compile(r"placer\.cc:\d+\]|execute\.cc:\d+\] Executing op |^[^\s:]+: \(\w+\): /job:")
-
-
-def quiet(lines: list[str]) -> list[str]:
-    """TensorFlow's output without the placement log."""
-    return [ln for ln in lines if not _PLACEMENT_NOISE.search(ln)]
-
-
-def stage(name: str) -> None:
-    sys.stderr.write(f"{STAGE_PREFIX}{name}\n")
-    sys.stderr.flush()
+from gpucheck.protocol import DEADLINE_EXIT, DIE_WITH_PARENT_ENV, stage
 
 
 def _probes() -> dict[str, Callable[[], Any]]:

@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 
 from gpucheck.facts import CudaCall, CudaDevice, CudaDriverFacts, LibraryLoad, NvmlFacts
-from gpucheck.probes.child import stage
+from gpucheck.protocol import stage
 
 LIBCUDA = "libcuda.so.1"
 LIBNVML = "libnvidia-ml.so.1"

@@ -11,7 +11,7 @@ import traceback
 from typing import Any
 
 from gpucheck.facts import FrameworkFacts, TfDevice
-from gpucheck.probes.child import stage
+from gpucheck.protocol import stage
 
 
 def _plain(value: Any) -> Any:

@@ -20,6 +20,25 @@ DISPLAY_CLASS_PREFIX = "0x03"
 _MODULE_VERSION = re.compile(r"Kernel Module(?: for [\w-]+)?\s+([0-9][0-9.]*)")
 
 
+#: Environment variables the rules weigh, recorded as facts (``Facts.environment``).
+ENVIRONMENT_KEYS = (
+    "LD_LIBRARY_PATH",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_CACHE_DISABLE",
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_CACHE_PATH",
+    "TF_GPU_ALLOCATOR",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "XLA_FLAGS",
+)
+
+
+def probe_environment() -> dict[str, str | None]:
+    return {key: os.environ.get(key) for key in ENVIRONMENT_KEYS}
+
+
 def host_root() -> Path:
     return Path(os.environ.get("GPUCHECK_HOST_ROOT") or "/")
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from gpucheck import knowledge
 from gpucheck.facts import CudaLibrary, LibrariesFacts, SearchDir, ToolchainFile
-from gpucheck.probes.child import stage
 from gpucheck.probes.host import host_root
+from gpucheck.protocol import stage
 
 #: The TensorFlow object that dlopens the CUDA libraries (tsl's dso_loader lives in it).
 LOADER_OBJECTS = ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2")

@@ -34,8 +34,8 @@ from gpucheck.facts import (
     RemappedRows,
     RetiredPages,
 )
-from gpucheck.probes.child import stage
 from gpucheck.probes.driver import LIBNVML, NVML_ERRORS, load, probe_nvml_basic
+from gpucheck.protocol import stage
 
 NOT_SUPPORTED = "not-supported"
 FUNCTION_NOT_FOUND = "function-not-found"

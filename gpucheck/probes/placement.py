@@ -46,7 +46,7 @@ from gpucheck.facts import (
     XlaRun,
     from_json,
 )
-from gpucheck.probes.child import CAPTURE_ENV, DIE_WITH_PARENT_ENV, quiet, stage
+from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, INIT_SECTION, quiet, stage
 
 #: Environment variables TensorFlow reads for memory and XLA; their values are facts.
 ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
@@ -58,8 +58,6 @@ CPU_SPLIT = 2
 MEMORY_LIMIT_MB = 256
 #: Test allocation (float32 elements: 64 MiB).
 ALLOC_ELEMENTS = 16 * 1024 * 1024
-#: The section where TensorFlow creates its devices: its error makes every op fail.
-INIT_SECTION = "initialise devices"
 #: Memory configurations are not started with less time than this left (seconds).
 MIN_STEP_BUDGET = 10.0
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from gpucheck.facts import Facts
 from gpucheck.model import Finding
-from gpucheck.options import Settings
 from gpucheck.rules import compat, devicemap, driver, framework, host, libraries, nvml, placement, visibility
+from gpucheck.settings import Settings
 
 #: Layers whose facts this version gathers; the others are reported as "not checked".
 CHECKED_LAYERS = frozenset(

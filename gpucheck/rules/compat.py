@@ -4,15 +4,14 @@ through gpucheck.knowledge; this module only applies it to the facts."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from gpucheck import knowledge
 from gpucheck.facts import CudaDevice, Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
 from gpucheck.rules.driver import library_version
+from gpucheck.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
         if verdict.status == "unsupported":
             out.append(_arch_unsupported(dev, verdict, build))
         elif verdict.status == "ptx" and not any(f.id == "driver-too-old" and f.is_fault for f in out):
-            out.append(_ptx_jit(dev, verdict, build))
+            out.append(_ptx_jit(dev, verdict, build, facts.environment))
     return out
 
 
@@ -267,11 +266,11 @@ def _arch_unsupported(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: 
     )
 
 
-def _ptx_jit(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: Build) -> Finding:
+def _ptx_jit(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: Build, env: dict[str, str | None]) -> Finding:
     cache = knowledge.data("cuda_compat.json")["jit_cache"]
-    disabled = os.environ.get("CUDA_CACHE_DISABLE") == "1"
-    maxsize = os.environ.get("CUDA_CACHE_MAXSIZE")
-    path = os.environ.get("CUDA_CACHE_PATH")
+    disabled = env.get("CUDA_CACHE_DISABLE") == "1"
+    maxsize = env.get("CUDA_CACHE_MAXSIZE")
+    path = env.get("CUDA_CACHE_PATH")
     return finding(
         "ptx-jit-compilation",
         Severity.DEGRADED if disabled else Severity.INFO,
@@ -294,7 +293,7 @@ def _ptx_jit(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: Build) ->
         ),
         evidence={
             **_gpu_evidence(dev, verdict),
-            "CUDA_CACHE_DISABLE": os.environ.get("CUDA_CACHE_DISABLE"),
+            "CUDA_CACHE_DISABLE": env.get("CUDA_CACHE_DISABLE"),
             "CUDA_CACHE_MAXSIZE": maxsize,
             "CUDA_CACHE_PATH": path,
         },

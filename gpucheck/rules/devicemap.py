@@ -15,7 +15,7 @@ from typing import Any
 from gpucheck import knowledge
 from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
+from gpucheck.settings import Settings
 
 _PCI = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import os.path
 import re
 from dataclasses import replace
 from typing import Any
@@ -10,8 +10,8 @@ from typing import Any
 from gpucheck import knowledge
 from gpucheck.facts import ChildExit, CudaCall, Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
 from gpucheck.rules.host import gpus_on_bus
+from gpucheck.settings import Settings
 
 CUDA_NO_DEVICE = 100
 CUDA_STUB_LIBRARY = 34
@@ -110,7 +110,7 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     on_bus = gpus_on_bus(facts)
     cuda, nvml, kernel = facts.cuda, facts.nvml, facts.kernel
-    ld_path = os.environ.get("LD_LIBRARY_PATH")
+    ld_path = facts.environment.get("LD_LIBRARY_PATH")
 
     crash = probe_failure("CUDA driver", "libcuda.so.1", cuda.exit, settings.timeout)
     if crash is not None:
@@ -144,7 +144,7 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
     nf = nvml.facts
     if nf is not None and not nf.library.loaded:
         blind = _tensorflow_blind_without_nvml(facts)
-        capabilities = os.environ.get("NVIDIA_DRIVER_CAPABILITIES") or None  # empty: the toolkit's default
+        capabilities = facts.environment.get("NVIDIA_DRIVER_CAPABILITIES") or None  # empty: the toolkit's default
         no_utility = capabilities is not None and not _has_utility(capabilities)
         out.append(
             finding(
@@ -272,7 +272,7 @@ def _cuinit_findings(facts: Facts, init: CudaCall, lib_path: str | None, on_bus:
                     "directory, e.g. /usr/local/cuda/compat, from LD_LIBRARY_PATH or /etc/ld.so.conf.d, then "
                     "`sudo ldconfig`), or upgrade the NVIDIA driver itself to the CUDA version you need."
                 ),
-                evidence={**evidence, "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH")},
+                evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
             )
         ]
     if code == CUDA_STUB_LIBRARY:
@@ -283,7 +283,7 @@ def _cuinit_findings(facts: Facts, init: CudaCall, lib_path: str | None, on_bus:
                 summary="The libcuda.so.1 that was loaded is the CUDA toolkit's link stub, not the driver.",
                 cause=f"{_call_text(init)}; the stub at {lib_path} comes first on the loader's path.",
                 remedy="Remove the toolkit's `stubs` directory from LD_LIBRARY_PATH (and from /etc/ld.so.conf.d), then run `sudo ldconfig`.",
-                evidence={**evidence, "LD_LIBRARY_PATH": os.environ.get("LD_LIBRARY_PATH")},
+                evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
             )
         ]
     return [

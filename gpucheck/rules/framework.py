@@ -6,8 +6,8 @@ import re
 
 from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
 from gpucheck.rules.driver import child_evidence
+from gpucheck.settings import Settings
 
 #: absl/TensorFlow log lines: severity letter, date, time, thread, file:line] message.
 TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} ")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpucheck.facts import DeviceNode, Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
+from gpucheck.settings import Settings
 
 
 def driver_enumerated_gpus(facts: Facts) -> int:

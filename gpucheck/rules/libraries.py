@@ -9,7 +9,7 @@ from typing import Any
 from gpucheck import knowledge
 from gpucheck.facts import CudaLibrary, Facts, LibrariesFacts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
+from gpucheck.settings import Settings
 
 _MISSING_DEP = re.compile(r"^(\S+\.so[.\d]*): cannot open shared object file")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpucheck.facts import Facts, NvmlFacts, NvmlGpu, NvmlLink
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings, memory_bytes
+from gpucheck.settings import Settings, memory_bytes
 
 NVML_GPU_IS_LOST = 15
 NVML_RESET_REQUIRED = 16

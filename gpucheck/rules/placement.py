@@ -26,10 +26,9 @@ from gpucheck.facts import (
     XlaRun,
 )
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
-from gpucheck.probes.child import DEADLINE_EXIT
-from gpucheck.probes.placement import INIT_SECTION
+from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
 from gpucheck.rules.driver import child_evidence
+from gpucheck.settings import Settings
 
 #: TF_FORCE_GPU_ALLOW_GROWTH values TensorFlow understands: GPUBFCAllocator::GetAllowGrowthValue
 #: (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc) compares with strcmp against "false" and

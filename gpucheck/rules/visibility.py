@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.options import Settings
 from gpucheck.rules.driver import CUDA_NO_DEVICE
+from gpucheck.settings import Settings
 
 
 def visibility_rules(facts: Facts, settings: Settings) -> list[Finding]:

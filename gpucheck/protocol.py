@@ -1,0 +1,42 @@
+"""The protocol between gpucheck and its probe children, imported by both sides (the runner in
+``gpucheck.isolation`` and the children in ``gpucheck.probes``): the stage lines a child announces its
+steps with, the environment variables the parent hands down, the exit code of a probe stopped at its
+deadline. Standard library only, no imports from gpucheck: the lowest floor.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+STAGE_PREFIX = "@@gpucheck-stage "
+#: Set by a probe child for the grandchildren it starts (gpucheck.probes.placement): the pid they must
+#: not outlive. They ask the kernel for SIGKILL when it dies (PR_SET_PDEATHSIG), since a killed probe
+#: child cannot stop the grandchildren of its own sessions.
+DIE_WITH_PARENT_ENV = "GPUCHECK_DIE_WITH_PARENT"
+#: Exit code of a staged probe stopped at its deadline (GPUCHECK_TIMEOUT, less a margin) after its first
+#: result was written: the parent then has that result rather than a killed child with nothing.
+DEADLINE_EXIT = 124
+#: Where a probe child sends TensorFlow's output while it reads it back (``placement.captured``): a file
+#: named by the parent, so that when TensorFlow aborts inside such a block, its last words (the ``F…``
+#: line that names what it refused) still reach the evidence. Emptied when a block ends normally.
+CAPTURE_ENV = "GPUCHECK_CAPTURE_FILE"
+
+#: The placement log: once on, TensorFlow logs every op it places and executes (it can only be switched
+#: on before the devices are initialised, and not off again for functions). It is kept out of the
+#: output the parent keeps as evidence.
+_PLACEMENT_NOISE = re.compile(r"placer\.cc:\d+\]|execute\.cc:\d+\] Executing op |^[^\s:]+: \(\w+\): /job:")
+
+
+def quiet(lines: list[str]) -> list[str]:
+    """TensorFlow's output without the placement log."""
+    return [ln for ln in lines if not _PLACEMENT_NOISE.search(ln)]
+
+
+def stage(name: str) -> None:
+    sys.stderr.write(f"{STAGE_PREFIX}{name}\n")
+    sys.stderr.flush()
+
+
+#: The section of the TensorFlow step where TensorFlow creates its devices: its error makes every op fail.
+INIT_SECTION = "initialise devices"

@@ -16,31 +16,18 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from gpucheck import __version__
-from gpucheck.facts import (
-    ChildExit,
-    CudaDriverFacts,
-    Facts,
-    FrameworkFacts,
-    LibrariesFacts,
-    NvmlFacts,
-    PlacementFacts,
-    ProbeOutcome,
-    from_json,
-    to_json,
-)
+from gpucheck import __version__, layers
+from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
 from gpucheck.isolation import ChildRunner
-from gpucheck.model import RUN_LAYER, Finding, Severity, catalog, finding, root_cause, verdict
+from gpucheck.layers import ChildProbe, PreStart
+from gpucheck.model import RUN_LAYER, Finding, Severity, finding, root_cause, verdict
 from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
+from gpucheck.protocol import TIMEOUT_ENV
 from gpucheck.settings import Settings
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-#: Environment the framework child gets: TensorFlow's own log lines are evidence.
-FRAMEWORK_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
-
 
 @dataclass(frozen=True)
 class LayerState:
@@ -60,13 +47,11 @@ class Result:
     layers: tuple[LayerState, ...]
     complete: bool
 
-    def blocked_by(self, layer: str) -> Finding | None:
-        """The root cause that blocks ``layer``, if it lies in a lower layer."""
-        rc = self.root_cause
-        if rc is None:
-            return None
-        cat = catalog()
-        return rc if cat.layer_rank(rc.layer) < cat.layer_rank(layer) else None
+    def blocked_by(self, layer: str, needs: tuple[str, ...] = (), subject: str | None = None) -> Finding | None:
+        """The blocker of the lowest broken layer that ``layer`` needs (directly or through others), or that
+        the question needs beyond its layer (``needs``); the run pseudo layer blocks everything."""
+        wanted = layers.requires(layer).union(*(layers.requires(n) | {n} for n in needs))
+        return layers.blocker_among(self.findings, wanted, subject)
 
     def findings_for(self, ids: tuple[str, ...] | list[str]) -> list[Finding]:
         return [f for f in self.findings if f.id in ids]
@@ -97,34 +82,6 @@ class _Pending(Generic[T]):
         return ProbeOutcome(self.name, exit_, facts)
 
 
-@dataclass(frozen=True)
-class ChildProbe:
-    """A probe that runs in a child process: its name in ``gpucheck.probes.child``, the facts class
-    it returns, the ``Facts`` field it fills, and extra environment for the child."""
-
-    name: str
-    facts_cls: type[Any]
-    field: str
-    env: tuple[tuple[str, str], ...] = ()
-    #: Part of the framework diagnosis: not run with --gpucheck-framework=none.
-    framework: bool = False
-    #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON),
-    #: not in a child of its own: the placement step shares the framework probe's TensorFlow import.
-    within: str | None = None
-
-
-#: Every child probe, slowest first (they start in this order): TensorFlow's import dominates the time
-#: to verdict. Adding a probe: a function in gpucheck.probes.child, a field in Facts, a line here.
-CHILD_PROBES: tuple[ChildProbe, ...] = (
-    ChildProbe("framework", FrameworkFacts, "framework", tuple(FRAMEWORK_ENV.items()), framework=True),
-    # Issue 5: placement, numerics, XLA, memory configurations, in the framework child after its facts.
-    ChildProbe("placement", PlacementFacts, "placement", framework=True, within="framework"),
-    ChildProbe("cuda", CudaDriverFacts, "cuda"),
-    ChildProbe("libraries", LibrariesFacts, "libraries", framework=True),
-    ChildProbe("nvml", NvmlFacts, "nvml"),
-)
-
-
 def _in_daemon_thread(fn: Callable[..., R], *args: Any) -> Future[R]:
     """``fn(*args)`` in a daemon thread of its own. Not a ThreadPoolExecutor: the interpreter joins its
     workers at exit, so a run ending in a way that skips the kill (an interrupt at an unlucky moment)
@@ -145,22 +102,36 @@ def _in_daemon_thread(fn: Callable[..., R], *args: Any) -> Future[R]:
 
 
 class Diagnosis:
+    """Starts every child probe of the layers this run checks at once (the host view decides which are
+    worth a process), so that pytest's collection overlaps with them."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runner = ChildRunner()
-        self._probes = [p for p in CHILD_PROBES if settings.framework != "none" or not p.framework]
-        own = [p for p in self._probes if p.within is None]
         self._lock = threading.Lock()
         self._result: Result | None = None
-        futures = {p.name: _in_daemon_thread(self.runner.run, p.name, settings.timeout, self._child_env(p)) for p in own}
-        self._pending = [
-            _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
+        # In-process and quick: what decides which children are worth starting.
+        self._hardware = probe_hardware()
+        self._environment = probe_environment()
+        pre = PreStart(len(self._hardware.nvidia_gpus), self._environment, settings)
+        self._probes: list[ChildProbe] = []
+        self._not_run: dict[str, str] = {}
+        for probe in layers.probes(settings):
+            why = probe.when(pre) if probe.when is not None else None
+            if why is None:
+                self._probes.append(probe)
+            else:
+                self._not_run[probe.name] = why
+        own = [p for p in self._probes if p.within is None]
+        futures = {p.name: _in_daemon_thread(self.runner.run, p.target, settings.timeout, self._child_env(p)) for p in own}
+        self._pending = {
+            p.field: _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
             for p in self._probes
-        ]
+        }
 
     def _child_env(self, probe: ChildProbe) -> dict[str, str]:
         # The resolved timeout, so that a probe child running steps of its own (placement) can fit them in it.
-        return {**dict(probe.env), "GPUCHECK_TIMEOUT": f"{self.settings.timeout:g}"}
+        return {**dict(probe.env), TIMEOUT_ENV: f"{self.settings.timeout:g}"}
 
     def result(self) -> Result:
         """Wait for the probes (once) and evaluate the rules. Interrupts kill the children."""
@@ -179,7 +150,7 @@ class Diagnosis:
         if self._result is not None:
             return self._result
         partial: dict[str, Any] = {}
-        for pending in self._pending:
+        for pending in self._pending.values():
             if pending.future.done() and pending.future.exception() is None:
                 partial[pending.name] = to_json(pending.outcome())
         incomplete = finding(
@@ -193,14 +164,19 @@ class Diagnosis:
         return Result(None, partial, (incomplete,), incomplete, "not-accelerated", (), False)
 
     def _evaluate(self) -> Result:
-        from gpucheck.rules import checked_layers, evaluate
-
-        hardware = probe_hardware()
+        hardware = self._hardware
         kernel = probe_kernel(len(hardware.nvidia_gpus))
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
-        outcomes = {probe.field: pending.outcome() for probe, pending in zip(self._probes, self._pending, strict=True)}
-        facts = Facts(hardware=hardware, kernel=kernel, visibility=visibility, **outcomes, environment=probe_environment())
-        findings = tuple(evaluate(facts, self.settings))
+        outcomes = {field: pending.outcome() for field, pending in self._pending.items()}
+        facts = Facts(
+            hardware=hardware,
+            kernel=kernel,
+            visibility=visibility,
+            **outcomes,
+            not_run=dict(self._not_run),
+            environment=self._environment,
+        )
+        findings = tuple(finding for rule in layers.rules() for finding in rule(facts, self.settings))
         rc = root_cause(findings)
         return Result(
             facts=facts,
@@ -208,29 +184,28 @@ class Diagnosis:
             findings=findings,
             root_cause=rc,
             verdict=verdict(findings),
-            layers=layer_states(findings, rc, checked_layers(self.settings)),
+            layers=layer_states(findings, rc, layers.checked(self.settings)),
             complete=True,
         )
 
 
 def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: frozenset[str]) -> tuple[LayerState, ...]:
-    cat = catalog()
-    rc_rank = cat.layer_rank(rc.layer) if rc is not None else None
+    """Each layer: "blocked" by a broken layer it needs, "broken", "degraded", "ok" or "not checked"."""
     states = []
-    for layer in cat.layers:
-        here = [f for f in findings if f.layer == layer and f.is_fault]
+    for layer in layers.LAYERS:
+        here = [f for f in findings if f.layer == layer.name and f.is_fault]
         ids = tuple(dict.fromkeys(f.id for f in here))
-        if rc_rank is not None and cat.layer_rank(layer) > rc_rank and layer in checked:
+        if layer.name not in checked:
+            state = "not checked"
+        elif layers.blocker_among(findings, layers.requires(layer.name)) is not None:
             state = "blocked"
         elif any(f.severity is Severity.BLOCKER for f in here):
             state = "broken"
         elif here:
             state = "degraded"
-        elif layer in checked:
-            state = "ok"
         else:
-            state = "not checked"
-        states.append(LayerState(layer, state, ids))
+            state = "ok"
+        states.append(LayerState(layer.name, state, ids))
     if rc is not None and rc.layer == RUN_LAYER:
         states = [LayerState(s.layer, "not checked", s.finding_ids) for s in states]
     return tuple(states)

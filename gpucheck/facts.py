@@ -533,6 +533,9 @@ class GpuMemory:
     #: Compute processes NVML lists on the GPU before TensorFlow started (pid, used MiB).
     nvml_processes: tuple[tuple[int, int | None], ...]
     error: str | None
+    #: What NVML says this process holds on the GPU after the test allocation (MiB); None where NVML does
+    #: not list it (no NVML, or a container that hides the process ids).
+    process_used_mb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -556,8 +559,13 @@ class TfPlacementFacts:
     memory: tuple[GpuMemory, ...]
     #: Sections that raised unexpectedly (name: error); the probe carries on with the next.
     errors: dict[str, str] = field(default_factory=dict)
-    #: gpucheck turned memory growth on in this process, so that the memory configurations can run beside it.
-    memory_growth_set: bool = False
+    #: The memory_limit (MiB) gpucheck gave every GPU of this process, so that it never reserves a GPU's
+    #: memory while another process needs it; None where TensorFlow registers no GPU.
+    memory_limit_mb: int | None = None
+    #: Whether this TensorFlow keeps memory growth once any logical device is configured (a CPU split):
+    #: TensorFlow 2.21 drops it (``context._compute_device_options``) while get_memory_growth answers True.
+    #: None where it was not looked at (no GPU).
+    growth_kept_with_logical_devices: bool | None = None
     #: TensorFlow's own word on which GPU each of its devices is: its "Created device .../device:GPU:N
     #: ... pci bus id: <id>" log lines, as (GPU:N, PCI bus id).
     created_devices: tuple[tuple[str, str], ...] = ()
@@ -565,38 +573,32 @@ class TfPlacementFacts:
 
 @dataclass(frozen=True)
 class MemoryConfigFacts:
-    """One memory configuration tried in a TensorFlow process of its own (it can only be set before
-    TensorFlow initialises its GPUs, and cuda_malloc_async aborts the process where unsupported)."""
+    """A memory setting tried in a TensorFlow process of its own (it can only be made before TensorFlow
+    initialises its GPUs; cuda_malloc_async aborts the process where unsupported), judged by what happened."""
 
-    #: "memory-growth", "memory-limit", "cuda-malloc-async".
+    #: "memory-growth", "cuda-malloc-async".
     name: str
     #: What was configured, in TensorFlow's terms.
     setting: str
+    #: True: it worked (growth: the process holds about what it allocated); False: it did not; None: not
+    #: checked (``not_checked`` says why: the memory was held by others, NVML does not list the process).
     applied: bool | None
     error: str | None
     memory: tuple[GpuMemory, ...]
     logical_gpus: tuple[str, ...]
-    multi_device: MultiDeviceRun | None
-
-
-@dataclass(frozen=True)
-class MemoryConfigOutcome:
-    name: str
-    exit: ChildExit
-    facts: MemoryConfigFacts | None
+    multi_device: MultiDeviceRun | None = None
+    not_checked: str | None = None
+    #: Bytes allocated on each GPU to judge the setting.
+    allocated_mb: int | None = None
 
 
 @dataclass(frozen=True)
 class PlacementFacts:
-    """The placement probe: a step in the framework probe's TensorFlow process (one TensorFlow import per
-    run), then, only where TensorFlow registers GPUs, one process per memory configuration."""
+    """The placement steps of the one TensorFlow process on the critical path (after its framework facts)."""
 
     tf: TfPlacementFacts | None
-    memory_configs: tuple[MemoryConfigOutcome, ...]
     #: The memory / XLA settings of the environment, as TensorFlow will read them.
     env: dict[str, str | None]
-    #: Why the memory configurations were not tried, when they were not.
-    memory_configs_skipped: str | None = None
 
 
 # --- a probe that ran in a child process ----------------------------------------------
@@ -638,6 +640,12 @@ class Facts:
     libraries: ProbeOutcome[LibrariesFacts] | None = None
     #: Placement, numerics, memory configuration and XLA (issue 5); None when that probe was not run.
     placement: ProbeOutcome[PlacementFacts] | None = None
+    #: Memory growth, in a TensorFlow process of its own; None when not tried (``not_run`` says why).
+    memory_growth: ProbeOutcome[MemoryConfigFacts] | None = None
+    #: TF_GPU_ALLOCATOR=cuda_malloc_async, in a TensorFlow process of its own; None when not tried.
+    cuda_malloc_async: ProbeOutcome[MemoryConfigFacts] | None = None
+    #: Child probes not started, and why (``memory-growth``: "no NVIDIA GPU on the PCI bus").
+    not_run: dict[str, str] = field(default_factory=dict)
     #: The environment variables the rules weigh (``gpucheck.probes.host.ENVIRONMENT_KEYS``), as this run
     #: saw them: rules read them here, never from ``os.environ``.
     environment: dict[str, str | None] = field(default_factory=dict)

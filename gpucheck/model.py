@@ -112,16 +112,6 @@ def finding(
     )
 
 
-def independent_of(f: Finding, rc: Finding | None) -> bool:
-    """Whether ``f`` lies above the root cause ``rc`` but cannot be a consequence of it: what ``f``
-    rests on sits below ``rc``'s layer (NVML's health readings do not need TensorFlow)."""
-    if rc is None or f is rc:
-        return False
-    cat = catalog()
-    needs = cat.causes[f.id].needs if f.id in cat.causes else f.layer
-    return cat.layer_rank(needs) < cat.layer_rank(rc.layer) < cat.layer_rank(f.layer)
-
-
 def root_cause(findings: list[Finding] | tuple[Finding, ...]) -> Finding | None:
     """The blocker of the lowest layer (first in rule order on a tie)."""
     cat = catalog()

@@ -6,8 +6,11 @@ deadline. Standard library only, no imports from gpucheck: the lowest floor.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 STAGE_PREFIX = "@@gpucheck-stage "
 #: Set by a probe child for the grandchildren it starts (gpucheck.probes.placement): the pid they must
@@ -21,6 +24,30 @@ DEADLINE_EXIT = 124
 #: named by the parent, so that when TensorFlow aborts inside such a block, its last words (the ``F…``
 #: line that names what it refused) still reach the evidence. Emptied when a block ends normally.
 CAPTURE_ENV = "GPUCHECK_CAPTURE_FILE"
+
+#: The probe's timeout (seconds) as the parent resolved it, handed to the child.
+TIMEOUT_ENV = "GPUCHECK_TIMEOUT"
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def timeout_from_env() -> float:
+    """The timeout the parent gave this child (GPUCHECK_TIMEOUT), or the default."""
+    try:
+        value = float(os.environ.get(TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a staged probe yields after each step: its facts so far (JSON data, written at once), and how
+    long the next step may take (None: until the probe's own deadline). A step that overruns ends the
+    child with DEADLINE_EXIT; its last stage line names the step, and the facts written before stand."""
+
+    data: Any
+    budget_s: float | None = None
+
 
 #: The placement log: once on, TensorFlow logs every op it places and executes (it can only be switched
 #: on before the devices are initialised, and not off again for functions). It is kept out of the

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import tempfile
+import stat
+from importlib import resources
 from typing import Any
 
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts
-from gpucheck.model import Finding, independent_of
+from gpucheck.layers import independent_of
+from gpucheck.model import Finding
 from gpucheck.rules.devicemap import device_map_lines
-from gpucheck.settings import Settings
+from gpucheck.settings import Settings, report_target
 
 SCHEMA = "gpucheck-report/1"
+#: The JSON Schema of the report, in the package (gpucheck/data/report.schema.json).
+SCHEMA_FILE = "data/report.schema.json"
+#: Temporary files beside the report while it is written.
+TEMP_PREFIX = ".gpucheck-report-"
 _STATE_MARKUP: dict[str, dict[str, bool]] = {
     "ok": {"green": True},
     "broken": {"red": True, "bold": True},
@@ -171,21 +178,135 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
     }
 
 
+class ReportWriteError(OSError):
+    """The report could not be written; ``str()`` is the sentence to show ("cannot write the report to
+    PATH: why"), naming the path the user gave, never a temporary file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot write the report to {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason))
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) every report follows, as the package ships it."""
+    schema: dict[str, Any] = json.loads(resources.files("gpucheck").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+    return schema
+
+
 def write_json(path: str, result: Result, checks: list[dict[str, Any]], settings: Settings) -> None:
-    """Write the report atomically: a temporary file beside the target, then a rename."""
+    """Write the report to ``path`` (see :func:`write_report`); :class:`ReportWriteError` when it cannot."""
     data = report_json(result, checks, settings)
-    target = os.path.abspath(path)
-    directory = os.path.dirname(target)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".gpucheck-report-", suffix=".json")
+    write_report(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def write_report(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` the way its kind asks (``gpucheck.settings.report_target``):
+
+    - a new path or an existing regular file: atomically, a temporary file in the same directory renamed
+      over it, so a reader never sees half a report. A new file's mode follows the umask, as with
+      ``open(path, "w")``; an existing file keeps its mode (and, where allowed, its owner and group).
+    - a symlink: followed, and the same rules applied to what it points at; the link itself stays.
+    - a character device (``/dev/null``, a terminal): written through, never replaced.
+    - a FIFO: written through when a process reads it. It is opened without blocking, so a FIFO that no
+      process has open for reading is an error (ENXIO) instead of a run that never ends.
+    - a directory, a block device or a socket: refused.
+
+    Every failure is a :class:`ReportWriteError` naming ``path``.
+    """
+    data = text.encode("utf-8")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
+        target = report_target(path)
+    except ValueError as exc:
+        raise ReportWriteError(path, str(exc)) from None
+    if target.kind == "fifo":
+        _write_through(path, target.path, data, fifo=True)
+    elif target.kind == "device":
+        _write_through(path, target.path, data, fifo=False)
+    else:
+        _write_atomically(path, target.path, data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_through(given: str, path: str, data: bytes, fifo: bool) -> None:
+    # O_NONBLOCK for the open only: a FIFO without a reader fails with ENXIO instead of blocking, and a
+    # device that waits in open (a serial line without carrier) does not hang the run. O_TRUNC is ignored
+    # for FIFOs and devices; it empties a regular file reached through a /proc magic link.
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if fifo else os.O_TRUNC)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if fifo and exc.errno == errno.ENXIO:
+            raise ReportWriteError(
+                given, "it is a FIFO that no process reads (start its reader before the run ends)"
+            ) from None
+        raise ReportWriteError(given, f"it cannot be opened for writing ({exc.strerror})") from None
+    try:
+        os.set_blocking(fd, True)
+        _write_all(fd, data)
+    except OSError as exc:
+        raise ReportWriteError(given, f"writing failed ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(given: str, path: str, data: bytes) -> None:
+    directory, name = os.path.split(path)
+    try:
+        old: os.stat_result | None = os.stat(path)
+    except OSError:
+        old = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise ReportWriteError(given, f"{directory} cannot be created ({exc.strerror})") from None
+    fd, tmp = _create_temporary(given, directory, name)
+    try:
+        try:
+            if old is not None:
+                _keep_owner_and_mode(fd, old)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise ReportWriteError(given, f"writing failed ({exc.strerror})") from None
         raise
+
+
+def _create_temporary(given: str, directory: str, name: str) -> tuple[int, str]:
+    """A new file beside the target, created as ``open(path, "w")`` creates one: mode 0o666 less the
+    umask (the kernel applies it, and a default ACL), not mkstemp's 0o600."""
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{name}.{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ReportWriteError(given, f"no file can be created in {directory} ({exc.strerror})") from None
+    raise ReportWriteError(given, f"no unused temporary name in {directory}")
+
+
+def _keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
+    now = os.fstat(fd)
+    if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
+        try:
+            os.fchown(fd, old.st_uid, old.st_gid)
+        except PermissionError:
+            pass  # Not root: the report is ours now, as an editor's save would make it.
+    os.fchmod(fd, stat.S_IMODE(old.st_mode))

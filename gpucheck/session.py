@@ -9,14 +9,24 @@ from typing import Any
 
 import pytest
 
-from gpucheck import report
+from gpucheck import layers, report
+from gpucheck.decision import Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.model import Finding, Severity
 from gpucheck.settings import Settings
 
-CHECKS_DIR = Path(__file__).resolve().parent / "checks"
-CHECK_FILE_PREFIX = "checks_"
+PACKAGE_DIR = Path(__file__).resolve().parent
 FINDING_IDS = pytest.StashKey[list[str]]()
+#: The session of a --gpucheck run, for the check modules (their GPU parametrisation).
+SESSION = pytest.StashKey["GpucheckSession"]()
+
+
+def check_files() -> frozenset[Path]:
+    """The check files the registry names (gpucheck.layers)."""
+    return frozenset(PACKAGE_DIR / path for path in layers.check_files())
+
+
+def current(config: pytest.Config) -> GpucheckSession | None:
+    return config.stash.get(SESSION, None)
 
 
 class Check:
@@ -46,37 +56,26 @@ class Check:
         requires: tuple[str, ...] = (),
         subject: str | None = None,
         unchecked: str | None = None,
+        needs: tuple[str, ...] = (),
     ) -> None:
-        """Fail with the finding of ``ids`` that is a fault; skip when a lower root cause (or a
-        finding of ``requires`` in the same layer) blocks this question. A per-GPU check passes its
-        ``subject`` ("GPU-0"): findings about another subject are not its own (those about none are).
-        ``unchecked`` says why the facts for this question are missing: then, unblocked and without
-        a finding, the check is skipped as "not checked: ..." instead of passing."""
-        result = self.result
-
-        def about(f: Finding) -> bool:
-            return subject is None or f.subject is None or f.subject == subject
-
-        mine = [f for f in result.findings_for(ids) if about(f)]
-        self._item.stash[FINDING_IDS] = [f.id for f in mine]
-        blocker = result.blocked_by(layer) or next(
-            (f for f in result.findings_for(requires) if f.severity is Severity.BLOCKER and about(f)), None
+        """Ask the question (``gpucheck.decision.Question``) and act on the decision: fail with the faults'
+        cause and remedy, skip as blocked or not checked, or pass."""
+        decision = decide(
+            self.result,
+            Question(layer, ids, requires, needs, subject, unchecked),
+            framework_none=self.settings.framework == "none",
         )
-        if blocker is not None and blocker not in mine:
-            self._item.user_properties.append(("gpucheck.blocked_by", blocker.id))
-            pytest.skip(f"blocked by {blocker.id}")
-        faults = [f for f in mine if f.is_fault]
-        if unchecked is None and any(s.layer == layer and s.state == "not checked" for s in result.layers):
-            unchecked = self.framework_not_diagnosed or f"the {layer} layer is not diagnosed"
-        if not faults and unchecked is not None:
-            pytest.skip(f"not checked: {unchecked}")
-        if not faults:
-            return
-        for f in faults:
-            self._item.user_properties.extend(
-                [("gpucheck.finding", f.id), ("gpucheck.cause", f.cause), ("gpucheck.remedy", f.remedy)]
-            )
-        pytest.fail("\n\n".join(report.failure_text(f) for f in faults), pytrace=False)
+        self._item.stash[FINDING_IDS] = list(decision.finding_ids)
+        if decision.blocked_by is not None:
+            self._item.user_properties.append(("gpucheck.blocked_by", decision.blocked_by.id))
+        if decision.outcome == "skipped":
+            pytest.skip(decision.reason)
+        if decision.outcome == "failed":
+            for f in decision.faults:
+                self._item.user_properties.extend(
+                    [("gpucheck.finding", f.id), ("gpucheck.cause", f.cause), ("gpucheck.remedy", f.remedy)]
+                )
+            pytest.fail("\n\n".join(report.failure_text(f) for f in decision.faults), pytrace=False)
 
 
 class GpucheckSession:
@@ -93,12 +92,13 @@ class GpucheckSession:
 
     def start(self) -> None:
         config = self.config
-        suite = str(CHECKS_DIR)
+        config.stash[SESSION] = self
+        suite = sorted({str(path.parent) for path in check_files()})
         if config.args_source == pytest.Config.ArgsSource.ARGS:
-            config.args.append(suite)
+            config.args.extend(suite)
         else:
             # No path given: the suite alone, whatever testpaths or the current directory hold.
-            config.args[:] = [suite]
+            config.args[:] = suite
         self.diagnosis = Diagnosis(self.settings)
 
     def result(self) -> Result:
@@ -118,12 +118,13 @@ class GpucheckSession:
     # --- collection ---------------------------------------------------------------------
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
-        if file_path.parent == CHECKS_DIR and file_path.name.startswith(CHECK_FILE_PREFIX) and file_path.suffix == ".py":
+        if file_path in check_files():
             return pytest.Module.from_parent(parent, path=file_path)
         return None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self._check_ids = {item.nodeid for item in items if item.path.parent == CHECKS_DIR}
+        files = check_files()
+        self._check_ids = {item.nodeid for item in items if item.path in files}
 
     @pytest.fixture
     def gpucheck_check(self, request: pytest.FixtureRequest) -> Check:

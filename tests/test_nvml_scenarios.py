@@ -27,7 +27,7 @@ import pytest
 
 from conftest import GpucheckRun
 from gpucheck.model import catalog
-from gpucheck.rules import FRAMEWORK_LAYERS
+from gpucheck.layers import LAYERS
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "nvml"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))
@@ -229,7 +229,9 @@ def test_without_bindings_the_ctypes_probe_still_answers(
     (shadow / "pynvml.py").write_text("raise ImportError('broken install')\n")
     monkeypatch.setenv("PYTHONPATH", str(shadow))
     out = tmp_path / "facts.json"
-    subprocess.run([sys.executable, "-m", "gpucheck.probes.child", "nvml", str(out)], check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "gpucheck.probes.child", "gpucheck.probes.nvml:probe_nvml", str(out)], check=True, timeout=60
+    )
     facts = json.loads(out.read_text())
     assert facts["bindings"] == "nvidia-ml-py cannot be imported: ImportError: broken install"
     assert facts["init"]["code"] == 0 and facts["device_count"] == 1
@@ -250,7 +252,7 @@ def test_scenario_gpu_stack_alone(
     assert report.get("complete") is True, run.result.stdout.str()
     # A cause only the framework's build can show (driver-too-old for TensorFlow's CUDA) is not looked for.
     wanted = expect["root_cause"]
-    if wanted is not None and catalog().causes[wanted].layer in FRAMEWORK_LAYERS:
+    if wanted is not None and catalog().causes[wanted].layer in {layer.name for layer in LAYERS if layer.framework}:
         wanted = None
         assert expect["root_cause"] not in run.finding_ids
     assert run.root_cause == wanted, [(f["id"], f["layer"]) for f in report["findings"]]

@@ -5,6 +5,8 @@ the grandchild guard (PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +26,6 @@ from gpucheck.facts import (
     KernelFacts,
     LibraryLoad,
     MemoryConfigFacts,
-    MemoryConfigOutcome,
     MultiDeviceRun,
     NumericCheck,
     NvmlFacts,
@@ -42,6 +43,7 @@ from gpucheck.facts import (
 from gpucheck.model import Finding
 from gpucheck.probes.placement import normalise_bus_id, quiet, xla_toolchain_lines
 from gpucheck.protocol import DIE_WITH_PARENT_ENV
+from gpucheck.rules.memory import memory_rules, not_judged
 from gpucheck.rules.placement import placement_rules
 from gpucheck.settings import Settings
 
@@ -120,10 +122,11 @@ def tf_facts(gpus: int = 1, cc: tuple[int, int] = (8, 0), **overrides: Any) -> T
     return TfPlacementFacts(**base)
 
 
-def evaluate(tf: TfPlacementFacts | None = None, env: dict[str, str | None] | None = None,
-             configs: tuple[MemoryConfigOutcome, ...] = (), **facts: Any) -> list[Finding]:
-    pf = PlacementFacts(tf, configs, env or {}, None)
-    return placement_rules(base_facts(placement=ProbeOutcome("placement", OK_EXIT, pf), **facts), Settings())
+def evaluate(tf: TfPlacementFacts | None = None, env: dict[str, str | None] | None = None, **facts: Any) -> list[Finding]:
+    """The placement and memory rules; ``env`` is the environment as the run saw it (a fact)."""
+    pf = PlacementFacts(tf, env or {})
+    built = base_facts(placement=ProbeOutcome("placement", OK_EXIT, pf), environment=env or {}, **facts)
+    return placement_rules(built, Settings()) + memory_rules(built, Settings())
 
 
 def ids(findings: list[Finding]) -> list[str]:
@@ -239,30 +242,74 @@ def test_force_allow_growth_values() -> None:
     assert "memory-config-failed" not in ids(evaluate(tf_facts(), env={"TF_FORCE_GPU_ALLOW_GROWTH": "false"}))
 
 
-def malloc_async_crash() -> MemoryConfigOutcome:
+def malloc_async_crash() -> ProbeOutcome[MemoryConfigFacts]:
     exit_ = ChildExit("crashed", -6, "SIGABRT", 3.1, (MALLOC_ASYNC_FATAL,), "cuda-malloc-async: initialise devices", None)
-    return MemoryConfigOutcome("cuda-malloc-async", exit_, None)
+    return ProbeOutcome("cuda-malloc-async", exit_, None)
 
 
-def test_cuda_malloc_async_abort_is_info_unless_the_environment_uses_it() -> None:
-    [info] = [f for f in evaluate(tf_facts(), configs=(malloc_async_crash(),)) if f.id == "memory-config-failed"]
+def test_cuda_malloc_async_abort_has_its_own_id_unless_the_environment_uses_it() -> None:
+    """Tried with --gpucheck-deep where nothing uses it: a note of its own id (one id, one cause at one
+    severity); where the environment sets it, every TensorFlow program dies: memory-config-failed."""
+    found = evaluate(tf_facts(), cuda_malloc_async=malloc_async_crash())
+    assert "memory-config-failed" not in ids(found)
+    [info] = [f for f in found if f.id == "cuda-malloc-async-unsupported"]
     assert info.severity.value == "info" and info.evidence["signal"] == "SIGABRT"
     assert info.evidence["tensorflow_fatal"] == [MALLOC_ASYNC_FATAL]
     [blocker] = [
-        f for f in evaluate(tf_facts(), env={"TF_GPU_ALLOCATOR": "cuda_malloc_async"}, configs=(malloc_async_crash(),))
+        f for f in evaluate(tf_facts(), env={"TF_GPU_ALLOCATOR": "cuda_malloc_async"}, cuda_malloc_async=malloc_async_crash())
         if f.id == "memory-config-failed"
     ]
     assert blocker.severity.value == "blocker" and "Unset TF_GPU_ALLOCATOR" in blocker.remedy
 
 
-def test_memory_limit_not_applied_is_degraded() -> None:
-    cfg = MemoryConfigFacts(
-        "memory-limit", "memory_limit=256 x2", False,
-        "RuntimeError: Virtual devices cannot be modified after being initialized", (), (), None,
-    )
-    outcome = MemoryConfigOutcome("memory-limit", OK_EXIT, cfg)
-    [f] = [f for f in evaluate(tf_facts(), configs=(outcome,)) if f.id == "memory-config-failed"]
+def gpu_memory(limit: int | None = 1024, used: int | None = 600, error: str | None = None, free: int = 78752) -> GpuMemory:
+    return GpuMemory("/GPU:0", "0000:00:06.0", limit, {"current": 1 << 26, "peak": 1 << 26}, free, 81559, (), error, used)
+
+
+def test_memory_limit_judged_by_what_tensorflow_created() -> None:
+    """The main TensorFlow process gives every GPU a memory_limit; TensorFlow's "Created device ... with N MB"
+    says whether it took it. No over-limit allocation (TensorFlow's allocator retries it for 10 s)."""
+    assert "memory-config-failed" not in ids(evaluate(tf_facts(memory=(gpu_memory(),), memory_limit_mb=1024)))
+    [f] = [
+        f for f in evaluate(tf_facts(memory=(gpu_memory(limit=78752),), memory_limit_mb=1024))
+        if f.id == "memory-config-failed"
+    ]
     assert f.severity.value == "degraded" and f.subject == "memory-limit"
+    assert f.evidence["created_with_mb"] == {"/GPU:0": 78752}
+
+
+def growth(applied: bool | None, memory: tuple[GpuMemory, ...], error: str | None = None, why: str | None = None) -> Any:
+    cfg = MemoryConfigFacts("memory-growth", "set_memory_growth", applied, error, memory, ("/device:GPU:0",), None, why, 64)
+    return ProbeOutcome("memory-growth", OK_EXIT, cfg)
+
+
+def test_memory_growth_judged_by_what_the_process_holds() -> None:
+    from gpucheck.probes.memory import judge_growth
+
+    # Growth on: the process holds the context and about what it allocated.
+    assert judge_growth([gpu_memory(used=650)]) == (True, None, None)
+    # Growth off whatever get_memory_growth answers: the process took the GPU.
+    applied, error, _ = judge_growth([gpu_memory(used=78752)])
+    assert applied is False and error is not None and "holds 78752 MiB" in error
+    # Other processes hold the memory: not a setting that failed, not checked (NVML names them).
+    held = dataclasses.replace(gpu_memory(used=None, error="ResourceExhaustedError: OOM when allocating", free=40),
+                               nvml_processes=((4242, 78700),))
+    applied, error, why = judge_growth([held])
+    assert applied is None and error is None and why is not None and "pid 4242 (78700 MiB)" in why
+    # NVML does not list the process (a container): not checked.
+    assert judge_growth([gpu_memory(used=None)])[0] is None
+
+    failed = evaluate(tf_facts(), memory_growth=growth(False, (gpu_memory(used=78752),), "holds 78752 MiB"))
+    assert [f.severity.value for f in failed if f.id == "memory-config-failed"] == ["degraded"]
+    unchecked = growth(None, (held,), why="a 64 MiB allocation on /GPU:0 failed with 40 MiB free")
+    assert "memory-config-failed" not in ids(evaluate(tf_facts(), memory_growth=unchecked))
+    assert not_judged(base_facts(memory_growth=unchecked)) == "memory growth: a 64 MiB allocation on /GPU:0 failed with 40 MiB free"
+
+
+def test_tensorflow_dropping_growth_with_logical_devices_is_a_note_of_its_own() -> None:
+    [f] = [f for f in evaluate(tf_facts(growth_kept_with_logical_devices=False)) if f.id == "memory-growth-dropped"]
+    assert f.severity.value == "info" and "TF_FORCE_GPU_ALLOW_GROWTH=true" in f.remedy
+    assert "memory-growth-dropped" not in ids(evaluate(tf_facts(growth_kept_with_logical_devices=True)))
 
 
 def test_placement_step_dying_after_the_framework_facts() -> None:
@@ -360,3 +407,33 @@ def test_staged_probe_leaves_at_its_deadline_with_what_it_wrote() -> None:
     [f] = placement_rules(base_facts(placement=ProbeOutcome("placement", late, None)), Settings())
     assert f.id == "placement-failed" and f.severity.value == "degraded"
     assert "did not finish within 60 s" in f.summary and "numerics on /GPU:0" in f.summary
+
+
+def test_a_step_that_overruns_its_budget_leaves_the_facts_before_it(tmp_path: Any) -> None:
+    """Each step of the TensorFlow child is bounded: a step that overruns ends the child with DEADLINE_EXIT
+    and the facts of the steps before it stand; the rules name the step and its budget."""
+    from gpucheck.protocol import DEADLINE_EXIT
+
+    out = tmp_path / "facts.json"
+    code = (
+        "import time\n"
+        "from gpucheck.probes import child\n"
+        "from gpucheck.protocol import Checkpoint, stage\n"
+        "def steps():\n"
+        "    yield Checkpoint({'step': 1}, 1.0)\n"
+        "    stage('placement: a step that hangs')\n"
+        "    time.sleep(20)\n"
+        "    yield Checkpoint({'step': 2}, None)\n"
+        f"child._load = lambda target: steps\nchild.main(['gpucheck.probes.x:y', {str(out)!r}])\n"
+    )
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False,
+                          env={**os.environ, "GPUCHECK_TIMEOUT": "60"})
+    assert proc.returncode == DEADLINE_EXIT and time.monotonic() - start < 10, proc.stderr
+    assert json.loads(out.read_text()) == {"step": 1}
+    lines = tuple(proc.stderr.splitlines())
+    assert "gpucheck: the step did not finish within its 1 s" in lines
+    late = ChildExit("ok", DEADLINE_EXIT, None, 1.2, lines, "placement: a step that hangs", None)
+    [f] = placement_rules(base_facts(placement=ProbeOutcome("placement", late, None)), Settings())
+    assert f.id == "placement-failed" and "within its 1 s (a share of the 60 s timeout)" in f.summary
+    assert "a step that hangs" in f.summary

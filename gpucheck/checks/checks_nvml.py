@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 
 from gpucheck.diagnosis import Result
-from gpucheck.plugin import SESSION_PLUGIN_NAME
 from gpucheck.rules.nvml import answered
-from gpucheck.session import Check
+from gpucheck.session import Check, current
 
 
 def gpu_ids(result: Result) -> list[str]:
@@ -27,7 +26,7 @@ def gpu_ids(result: Result) -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gpu" not in metafunc.fixturenames:
         return
-    session = metafunc.config.pluginmanager.get_plugin(SESSION_PLUGIN_NAME)
+    session = current(metafunc.config)
     ids = gpu_ids(session.result()) if session is not None else []
     if ids:
         metafunc.parametrize("gpu", ids, ids=ids)

@@ -3,6 +3,7 @@ ask per check. The verdict logic (blocked / failed / passed) lives in ``gpucheck
 
 from __future__ import annotations
 
+from gpucheck.rules.memory import not_judged
 from gpucheck.session import Check
 
 # Every question here lies above the framework layer: without a TensorFlow that imports, is a CUDA build
@@ -25,5 +26,12 @@ def test_gpu_results_match_cpu_reference(gpucheck_check: Check) -> None:
 
 
 def test_memory_settings_apply(gpucheck_check: Check) -> None:
-    """Do memory growth, a memory limit and the environment's allocator settings work?"""
-    gpucheck_check.verify("resources", ("memory-config-failed",), unchecked=gpucheck_check.framework_not_diagnosed)
+    """Do memory growth, a memory limit and the environment's allocator settings work (judged by what each
+    TensorFlow process holds)? A resource, but one that needs TensorFlow."""
+    facts = gpucheck_check.result.facts
+    gpucheck_check.verify(
+        "resources",
+        ("memory-config-failed",),
+        needs=("framework",),
+        unchecked=gpucheck_check.framework_not_diagnosed or (not_judged(facts) if facts is not None else None),
+    )

@@ -1,6 +1,6 @@
-"""Entry point of a probe child process: ``python -m gpucheck.probes.child NAME OUT``.
+"""Entry point of a probe child process: ``python -m gpucheck.probes.child MODULE:FUNCTION OUT``.
 
-The child runs one probe, writes its facts as JSON to OUT (atomically) and
+The child runs one probe (a function the registry in ``gpucheck.layers`` names), writes its facts as JSON to OUT (atomically) and
 leaves with ``os._exit`` so that no library's exit-time crash can turn a
 finished probe into a failed one. Before each step that can hang or crash it
 announces the step on stderr (``STAGE_PREFIX`` lines), so the parent can name
@@ -10,8 +10,10 @@ the call a dead or hung child was in.
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -19,26 +21,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpucheck.protocol import DEADLINE_EXIT, DIE_WITH_PARENT_ENV, stage
+from gpucheck.protocol import DEADLINE_EXIT, DIE_WITH_PARENT_ENV, Checkpoint, stage, timeout_from_env
+
+#: Probe targets a child may run: ``module:function`` in this package (the registry, gpucheck.layers, names them).
+_TARGET = re.compile(r"^gpucheck\.probes\.[a-z_]+:[a-z_][a-z0-9_]*$")
 
 
-def _probes() -> dict[str, Callable[[], Any]]:
-    from gpucheck.probes import driver, libraries, nvml, placement
-
-    return {
-        "cuda": driver.probe_cuda_driver,
-        # The ctypes load (for the loader's message) and init, then the inventory and health through nvidia-ml-py.
-        "nvml": nvml.probe_nvml,
-        # The framework facts, then (in the same process: one TensorFlow import per run, issue 5) the placement
-        # step; it yields both in turn, so a crash in the placement step keeps the framework facts.
-        "framework": placement.framework_then_placement,
-        # Issue 4: the CUDA libraries TensorFlow's build needs, found as the loader would, and XLA's toolchain.
-        "libraries": libraries.probe_libraries,
-        # Issue 5: grandchildren of the framework child, one memory configuration each.
-        "placement-memory-growth": placement.probe_memory_growth,
-        "placement-memory-limit": placement.probe_memory_limit,
-        "placement-cuda-malloc-async": placement.probe_cuda_malloc_async,
-    }
+def _load(target: str) -> Callable[[], Any] | None:
+    if not _TARGET.match(target):
+        return None
+    module, _, function = target.partition(":")
+    fn = getattr(importlib.import_module(module), function, None)
+    return fn if callable(fn) else None
 
 
 def _die_with_parent() -> None:
@@ -57,24 +51,43 @@ def _die_with_parent() -> None:
         os._exit(3)
 
 
-def _deadline_watchdog(start: float) -> threading.Timer | None:
-    try:
-        timeout = float(os.environ.get("GPUCHECK_TIMEOUT", ""))
-    except ValueError:
-        return None
-    left = start + timeout - min(2.0, 0.1 * timeout) - time.monotonic()
+class _Watchdog:
+    """Leaves the child with DEADLINE_EXIT when the probe's deadline (its timeout less a margin) or the
+    current step's budget runs out, once a first result is written: the parent then has that result
+    rather than a killed child with nothing, and the last stage line names the step that overran."""
 
-    def leave() -> None:
-        # Not a stage: the last stage stays the step that did not finish.
-        sys.stderr.write(f"gpucheck: the probe stopped at its deadline ({timeout:g} s timeout)\n")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(DEADLINE_EXIT)
+    def __init__(self, start: float) -> None:
+        self.timeout = timeout_from_env()
+        self.deadline = start + self.timeout - min(2.0, 0.1 * self.timeout)
+        self._timer: threading.Timer | None = None
 
-    timer = threading.Timer(max(left, 0.0), leave)
-    timer.daemon = True
-    timer.start()
-    return timer
+    def arm(self, budget: float | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        now = time.monotonic()
+        until = self.deadline if budget is None else min(self.deadline, now + budget)
+        why = (
+            f"the probe stopped at its deadline ({self.timeout:g} s timeout)"
+            if until == self.deadline
+            else f"the step did not finish within its {budget:g} s"
+        )
+
+        def leave() -> None:
+            # Not a stage: the last stage stays the step that did not finish.
+            sys.stderr.write(f"gpucheck: {why}\n")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(DEADLINE_EXIT)
+
+        self._timer = threading.Timer(max(until - now, 0.0), leave)
+        self._timer.daemon = True
+        self._timer.start()
+
+
+def _deadline_watchdog(start: float) -> _Watchdog:
+    watchdog = _Watchdog(start)
+    watchdog.arm(None)
+    return watchdog
 
 
 def _write_atomically(path: str, data: Any) -> None:
@@ -89,26 +102,27 @@ def main(argv: list[str]) -> int:
     from gpucheck.facts import to_json
 
     if len(argv) != 2:
-        sys.stderr.write("usage: python -m gpucheck.probes.child NAME OUT\n")
+        sys.stderr.write("usage: python -m gpucheck.probes.child MODULE:FUNCTION OUT\n")
         return 2
-    name, out = argv
-    probes = _probes()
-    if name not in probes:
-        sys.stderr.write(f"unknown probe {name!r}; known: {', '.join(sorted(probes))}\n")
+    target, out = argv
+    probe = _load(target)
+    if probe is None:
+        sys.stderr.write(f"not a probe: {target!r} (expected gpucheck.probes.<module>:<function>)\n")
         return 2
     faulthandler.enable()
     _die_with_parent()
     start = time.monotonic()
-    result = probes[name]()
+    result = probe()
     if isinstance(result, Iterator):
         # A staged probe: each result is more complete than the last, and is written as soon as it is known.
-        # Once the first is written, the probe leaves at its deadline with what it has.
-        watchdog: threading.Timer | None = None
+        # Once the first is written, the probe leaves at its deadline (or its step's) with what it has.
+        watchdog: _Watchdog | None = None
         for partial in result:
+            data, budget = (partial.data, partial.budget_s) if isinstance(partial, Checkpoint) else (partial, None)
             stage("write facts")
-            _write_atomically(out, to_json(partial))
-            if watchdog is None:
-                watchdog = _deadline_watchdog(start)
+            _write_atomically(out, to_json(data))
+            watchdog = watchdog or _Watchdog(start)
+            watchdog.arm(budget)
         return 0
     stage("write facts")
     _write_atomically(out, to_json(result))

@@ -1,52 +1,41 @@
-"""Placement-layer probes: where ops really run, whether GPU results are right, whether memory settings
-and XLA work.
+"""Placement-layer steps of the one TensorFlow process on the critical path: where ops really run,
+whether GPU results are right, whether XLA works, what TensorFlow got of each GPU's memory.
 
-One TensorFlow import per run: importing TensorFlow is most of the time to verdict, and two imports at
-once cost twice that on a small machine. So the placement step runs in the framework probe's child,
-after that probe has written its facts (:func:`framework_then_placement` yields both in turn: a crash
-in the placement step keeps the framework facts). It configures what must be configured before
-TensorFlow initialises its devices (the placement log, the CPU split in logical devices for the
-multi-device path, memory growth where there are GPUs) and then places ops, checks numerics, runs XLA.
-
-Where TensorFlow registers GPUs, each memory configuration (memory growth, a memory limit through
-logical devices, ``TF_GPU_ALLOCATOR=cuda_malloc_async``, which aborts the process where unsupported)
-runs in a TensorFlow process of its own through :class:`gpucheck.isolation.ChildRunner`; the way each
-ended is a fact. Those grandchildren die with the probe child (``PR_SET_PDEATHSIG``, see
-``gpucheck.probes.child``) and have a timeout inside the probe's own.
+They run in the framework probe's child, after it has written its facts (``gpucheck.probes.tfchild``):
+importing TensorFlow is most of the time to verdict. Before TensorFlow initialises its devices the step
+configures what must be configured then: the placement log, the CPU split in logical devices for the
+multi-device path, and a bounded ``memory_limit`` on every GPU, so that this process never reserves a
+GPU's memory while another one (the memory-growth probe, started beside it) needs it. Each section is
+a step: after it, the facts so far are handed back (and written), so a later step that hangs or dies
+leaves them standing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import faulthandler
 import os
 import re
 import sys
 import tempfile
-import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpucheck.facts import (
-    ChildExit,
     FallbackOp,
     GpuMemory,
-    MemoryConfigFacts,
-    MemoryConfigOutcome,
     MultiDeviceRun,
     NumericCheck,
     OpRun,
-    PlacementFacts,
     TfDevice,
     TfPlacementFacts,
     TrainingStepPlacement,
     XlaRun,
-    from_json,
 )
-from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, INIT_SECTION, quiet, stage
+from gpucheck.protocol import CAPTURE_ENV, INIT_SECTION, quiet, stage
 
 #: Environment variables TensorFlow reads for memory and XLA; their values are facts.
 ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
@@ -54,11 +43,15 @@ ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XL
 TF_LOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0"}
 #: How many logical CPU devices the TensorFlow step splits the CPU into, for the multi-device path.
 CPU_SPLIT = 2
-#: The memory limit (MiB) of each logical GPU in the memory-limit step; the allocation that must fail.
-MEMORY_LIMIT_MB = 256
+#: The memory limit (MiB) this process gives every GPU, at most: enough for every step, far from the whole
+#: GPU. Less where NVML shows less free (a quarter of the least free GPU, at least MEMORY_LIMIT_MIN_MB).
+MEMORY_LIMIT_MB = 1024
+MEMORY_LIMIT_MIN_MB = 64
 #: Test allocation (float32 elements: 64 MiB).
 ALLOC_ELEMENTS = 16 * 1024 * 1024
-#: Memory configurations are not started with less time than this left (seconds).
+#: Each step after the devices exist may take this share of the probe's timeout (at least
+#: MIN_STEP_BUDGET seconds); creating the devices may take all that is left (a cold PTX JIT takes minutes).
+STEP_SHARE = 0.5
 MIN_STEP_BUDGET = 10.0
 
 #: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to
@@ -188,6 +181,7 @@ def xla_toolchain_lines(lines: list[str]) -> tuple[list[str], list[str]]:
 
 
 _CREATED = re.compile(r"Created device \S*/device:(?P<dev>GPU:\d+) with .*?pci bus id: (?P<bus>[0-9A-Fa-f:.]+)")
+_CREATED_MB = re.compile(r"Created device \S*/device:GPU:(?P<index>\d+) with (?P<mb>\d+) MB memory")
 
 
 def created_devices(lines: list[str]) -> list[tuple[str, str]]:
@@ -195,6 +189,11 @@ def created_devices(lines: list[str]) -> list[tuple[str, str]]:
     -> device: 0, name: ..., pci bus id: 00000000:18:00.0, compute capability: 9.0" lines, as
     ("GPU:0", "00000000:18:00.0")."""
     return [(m.group("dev"), m.group("bus")) for m in map(_CREATED.search, lines) if m]
+
+
+def created_limits(lines: list[str]) -> dict[int, int]:
+    """GPU index -> the memory (MB) TensorFlow created the device with: its allocator's limit."""
+    return {int(m.group("index")): int(m.group("mb")) for m in map(_CREATED_MB.search, lines) if m}
 
 
 def normalise_bus_id(text: str) -> str | None:
@@ -528,34 +527,30 @@ def multi_device_step(tf: Any, np: Any, devices: list[str], kind: str) -> MultiD
         tf.config.experimental.enable_tensor_float_32_execution(tf32_before)
 
 
-def _allocator_limits(tf: Any) -> dict[int, tuple[int, str | None]]:
-    """GPU index -> (allocator memory limit in MiB, PCI bus id), as TensorFlow's device list reports them."""
-    from tensorflow.python.client import device_lib
-
-    out: dict[int, tuple[int, str | None]] = {}
-    for dev in device_lib.list_local_devices():
-        if dev.device_type != "GPU":
-            continue
-        bus = re.search(r"pci bus id: ([0-9a-fA-F:.]+)", dev.physical_desc or "")
-        out[int(dev.name.rsplit(":", 1)[1])] = (int(dev.memory_limit) // (1 << 20), bus.group(1) if bus else None)
+def nvml_process_usage() -> dict[str, int]:
+    """What NVML says this process holds on each GPU (MiB), by normalised PCI bus id; empty where NVML
+    does not list this process (no NVML, a container that hides process ids)."""
+    out: dict[str, int] = {}
+    me = os.getpid()
+    for bus, (_free, _total, procs) in nvml_snapshot().items():
+        for pid, used in procs:
+            if pid == me and used is not None:
+                out[bus] = used
     return out
 
 
-def _gpu_memory(
+def gpu_memory(
     tf: Any,
     nvml: dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]],
+    created: list[tuple[str, str]],
+    limits: dict[int, int],
     count: int,
-    limits: bool = True,
 ) -> list[GpuMemory]:
-    out: list[GpuMemory] = []
-    try:
-        known = _allocator_limits(tf) if limits and count else {}
-    except Exception:  # noqa: BLE001 - the limit is then unknown
-        known = {}
+    """A test allocation on each GPU; what TensorFlow's allocator may use there (its "Created device ...
+    with N MB" line), what NVML said before TensorFlow started, and what it says this process holds now."""
+    buses = {int(dev.split(":")[1]): normalise_bus_id(bus) for dev, bus in created}
+    infos: list[tuple[dict[str, int] | None, str | None]] = []
     for i in range(count):
-        limit, bus_raw = known.get(i, (None, None))
-        bus = normalise_bus_id(bus_raw) if bus_raw else None
-        free, total, procs = nvml.get(bus, (None, None, ())) if bus else (None, None, ())
         info = None
         error = None
         try:
@@ -567,8 +562,43 @@ def _gpu_memory(
             del t
         except Exception as exc:  # noqa: BLE001
             error = f"{type(exc).__name__}: {_message(exc)}"
-        out.append(GpuMemory(f"/GPU:{i}", bus, limit, info, free, total, procs, error))
+        infos.append((info, error))
+    held = nvml_process_usage() if nvml else {}
+    out: list[GpuMemory] = []
+    for i, (info, error) in enumerate(infos):
+        bus = buses.get(i)
+        free, total, procs = nvml.get(bus, (None, None, ())) if bus else (None, None, ())
+        out.append(GpuMemory(f"/GPU:{i}", bus, limits.get(i), info, free, total, procs, error, held.get(bus or "")))
     return out
+
+
+def memory_limit_for(nvml: dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]]) -> int:
+    """The memory_limit (MiB) for every GPU of the main TensorFlow process: MEMORY_LIMIT_MB, or a quarter
+    of the least free GPU where that is less (another process may hold most of it)."""
+    free = [f for f, _t, _p in nvml.values() if f is not None]
+    if not free:
+        return MEMORY_LIMIT_MB
+    return max(MEMORY_LIMIT_MIN_MB, min(MEMORY_LIMIT_MB, min(free) // 4))
+
+
+def growth_kept_with_logical_devices(tf: Any, physical: list[Any]) -> bool | None:
+    """Whether this TensorFlow keeps memory growth once a logical device is configured (the CPU split is
+    already set): growth on, TensorFlow's own computation of the GPU options read, growth off again (the
+    GPUs then get a memory_limit). TensorFlow 2.21 drops it. None where it cannot be read."""
+    try:
+        from tensorflow.python.eager import context
+
+        for dev in physical:
+            tf.config.experimental.set_memory_growth(dev, True)
+        try:
+            options = context.context()._compute_device_options("GPU")
+            kept = bool(options.allow_growth)
+        finally:
+            for dev in physical:
+                tf.config.experimental.set_memory_growth(dev, False)
+        return kept
+    except Exception:  # noqa: BLE001 - a private API: another TensorFlow may not have it
+        return None
 
 
 def _section(errors: dict[str, str], name: str, fn: Callable[[], Any], default: Any, capture: bool = True) -> Any:
@@ -589,18 +619,32 @@ def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return lambda: fn(*args)
 
 
-def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
-    """The placement step, in a process where TensorFlow is imported and its devices not yet initialised."""
+def _unimportable(exc: BaseException) -> TfPlacementFacts:
+    return TfPlacementFacts(False, _err(exc), None, (), (), 0, None, (), None, (), (), None, ())
+
+
+def placement_steps(timeout: float) -> Iterator[tuple[TfPlacementFacts, float | None]]:
+    """The placement steps, in a process where TensorFlow is imported and its devices not yet initialised.
+    After each step: the facts so far, and how long the next step may take (None: what is left of the
+    probe's own deadline)."""
     try:
         import numpy as np
         import tensorflow as tf
     except Exception as exc:  # noqa: BLE001 - reported by the framework probe as well
-        return TfPlacementFacts(False, _err(exc), None, (), (), 0, None, (), None, (), (), None, ())
+        yield _unimportable(exc), None
+        return
     errors: dict[str, str] = {}
     version = str(getattr(tf, "__version__", "unknown"))
+    step_budget = max(MIN_STEP_BUDGET, STEP_SHARE * timeout)
+    facts = TfPlacementFacts(True, None, version, (), (), 0, None, (), None, (), (), None, (), errors)
+
+    def now(**changes: Any) -> TfPlacementFacts:
+        nonlocal facts
+        facts = dataclasses.replace(facts, errors=dict(errors), **changes)
+        return facts
 
     # Before the devices are initialised: the placement log (it cannot be switched on later for
-    # functions), the CPU split, memory growth (the memory configurations run beside this process).
+    # functions), the CPU split, a bounded memory limit on every GPU.
     _section(errors, "log device placement", lambda: tf.debugging.set_log_device_placement(True), None, capture=False)
     physical = _section(
         errors,
@@ -617,15 +661,19 @@ def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * CPU_SPLIT)
         return CPU_SPLIT
 
-    def growth() -> bool:
-        for dev in physical:
-            tf.config.experimental.set_memory_growth(dev, True)
-        return bool(physical)
-
     cpu_split: int = _section(errors, "split the CPU", split_cpu, 0, capture=False)
-    growth_set: bool = _section(errors, "memory growth", growth, False, capture=False) if physical else False
-    # Captured for TensorFlow's "Created device" lines; where it dies creating its devices (cuda_malloc_async
-    # unsupported) its last words still reach the parent through the capture file (CAPTURE_ENV).
+    kept = growth_kept_with_logical_devices(tf, physical) if physical else None
+    limit = memory_limit_for(nvml) if physical else None
+
+    def bound() -> None:
+        for dev in physical:
+            tf.config.set_logical_device_configuration(dev, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
+
+    _section(errors, "memory limit", bound, None, capture=False)
+    yield now(gpus=gpus, cpu_split=cpu_split, memory_limit_mb=limit, growth_kept_with_logical_devices=kept), None
+
+    # Captured for TensorFlow's "Created device" lines; where it dies creating its devices its last words
+    # still reach the parent through the capture file (CAPTURE_ENV).
     init_lines: list[str] = []
 
     def initialise() -> list[str]:
@@ -638,15 +686,14 @@ def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
             if cap is not None:
                 init_lines.extend(cap.lines)
 
-    logical = _section(errors, "initialise devices", initialise, [], capture=False)
-    created = tuple(created_devices(init_lines))
+    logical = _section(errors, INIT_SECTION, initialise, [], capture=False)
+    created = created_devices(init_lines)
+    limits = created_limits(init_lines)
+    yield now(logical_devices=tuple(logical), created_devices=tuple(created)), step_budget
     if INIT_SECTION in errors:
-        # Every op would fail the same way: the error of the device creation is the fact.
-        return TfPlacementFacts(
-            True, None, version, gpus, (), cpu_split, None, (), None, (), (), None, (), errors, growth_set, created
-        )
-    soft_default = _section(errors, "soft placement default", lambda: bool(tf.config.get_soft_device_placement()), None)
+        return  # Every op would fail the same way: the error of the device creation is the fact.
 
+    soft_default = _section(errors, "soft placement default", lambda: bool(tf.config.get_soft_device_placement()), None)
     runs: list[OpRun] = []
 
     def placements() -> None:
@@ -662,8 +709,10 @@ def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
         if soft_default is not None:
             with contextlib.suppress(Exception):
                 tf.config.set_soft_device_placement(soft_default)
+    yield now(soft_placement_default=soft_default, runs=tuple(runs)), step_budget
 
     training = _section(errors, "training step", _bind(_training_step, tf, np, "/GPU:0", bool(gpus)), None)
+    yield now(training_step=training), step_budget
 
     numerics: list[NumericCheck] = []
     xla: list[XlaRun] = []
@@ -671,215 +720,19 @@ def placement_step(env: dict[str, str | None]) -> TfPlacementFacts:
     for i, dev in enumerate(compute_devices):
         cc = compute_capability(gpus[i].details) if gpus else None
         numerics.extend(_section(errors, f"numerics on {dev}", _bind(_numerics, tf, np, dev, cc), []))
+        yield now(numerics=tuple(numerics)), step_budget
         run = _section(errors, f"XLA on {dev}", _bind(_xla, tf, np, dev), None)
         if run is not None:
             xla.append(run)
+        yield now(xla=tuple(xla)), step_budget
 
     if len(gpus) >= 2:
         md_devices, kind = [f"/GPU:{i}" for i in range(len(gpus))], "gpus"
     else:
         md_devices, kind = [f"/CPU:{i}" for i in range(max(cpu_split, 1))], "logical-cpus"
-    multi = (
-        _section(errors, "multi-device step", _bind(multi_device_step, tf, np, md_devices, kind), None)
-        if len(md_devices) >= 2
-        else None
-    )
-    memory = _section(errors, "memory", _bind(_gpu_memory, tf, nvml, len(gpus)), []) if gpus else []
-    return TfPlacementFacts(
-        importable=True,
-        import_error=None,
-        version=version,
-        gpus=gpus,
-        logical_devices=tuple(logical),
-        cpu_split=cpu_split,
-        soft_placement_default=soft_default,
-        runs=tuple(runs),
-        training_step=training,
-        numerics=tuple(numerics),
-        xla=tuple(xla),
-        multi_device=multi,
-        memory=tuple(memory),
-        errors=errors,
-        memory_growth_set=growth_set,
-        created_devices=created,
-    )
-
-
-# --- memory configurations, one process each -------------------------------------------------------
-
-
-def _memory_step(
-    name: str, setting: str, configure: Callable[[Any, list[Any]], None], check: Callable[..., Any] | None
-) -> MemoryConfigFacts:
-    """One memory configuration in a TensorFlow process of its own. Nothing is captured: where
-    TensorFlow aborts, its last lines reach the parent through the pipe."""
-    stage("import tensorflow")
-    import tensorflow as tf
-
-    gpus = list(tf.config.list_physical_devices("GPU"))
-    nvml = nvml_snapshot() if gpus else {}
-    error = None
-    stage(f"{name}: configure")
-    try:
-        configure(tf, gpus)
-    except Exception as exc:  # noqa: BLE001 - the refusal is the fact
-        error = f"{type(exc).__name__}: {_message(exc)}"
-    stage(f"{name}: initialise devices")
-    try:
-        logical = [str(d.name) for d in tf.config.list_logical_devices("GPU")]
-    except Exception as exc:  # noqa: BLE001 - TensorFlow could not create its devices with this configuration
-        return MemoryConfigFacts(name, setting, False, error or f"{type(exc).__name__}: {_message(exc)}", (), (), None)
-    stage(f"{name}: allocate")
-    memory = _gpu_memory(tf, nvml, len(logical), limits=name != "memory-limit")
-    alloc_errors = [m.error for m in memory if m.error]
-    multi = None
-    if error is None and check is not None:
-        stage(f"{name}: check")
-        try:
-            problem, multi = check(tf, logical, memory)
-            error = problem
-        except Exception as exc:  # noqa: BLE001
-            error = _err(exc)
-    if error is None and alloc_errors:
-        error = alloc_errors[0]
-    return MemoryConfigFacts(name, setting, error is None, error, tuple(memory), tuple(logical), multi)
-
-
-def probe_memory_growth() -> MemoryConfigFacts:
-    def configure(tf: Any, gpus: list[Any]) -> None:
-        for g in gpus:
-            tf.config.experimental.set_memory_growth(g, True)
-
-    def check(tf: Any, logical: list[str], memory: list[GpuMemory]) -> tuple[str | None, None]:
-        for g in tf.config.list_physical_devices("GPU"):
-            if not tf.config.experimental.get_memory_growth(g):
-                return f"memory growth is off on {g.name} after set_memory_growth(True)", None
-        return None, None
-
-    return _memory_step("memory-growth", "tf.config.experimental.set_memory_growth(gpu, True) on every GPU", configure, check)
-
-
-def probe_memory_limit() -> MemoryConfigFacts:
-    def configure(tf: Any, gpus: list[Any]) -> None:
-        for i, g in enumerate(gpus):
-            n = 2 if i == 0 else 1
-            tf.config.set_logical_device_configuration(
-                g, [tf.config.LogicalDeviceConfiguration(memory_limit=MEMORY_LIMIT_MB)] * n
-            )
-
-    def check(tf: Any, logical: list[str], memory: list[GpuMemory]) -> tuple[str | None, MultiDeviceRun | None]:
-        import numpy as np
-
-        expected = len(tf.config.list_physical_devices("GPU")) + 1
-        if len(logical) != expected:
-            return f"{len(logical)} logical GPUs after configuring {expected}", None
-        multi = multi_device_step(tf, np, ["/GPU:0", "/GPU:1"], "logical-gpus")
-        try:
-            with tf.device("/GPU:0"):
-                big = tf.random.uniform((2 * MEMORY_LIMIT_MB * 1024 * 256,), dtype=tf.float32)
-                _ = float(big[0])
-        except Exception as exc:  # noqa: BLE001 - the expected out-of-memory: the limit holds
-            if "ResourceExhausted" in type(exc).__name__ or "OOM" in str(exc):
-                return None, multi
-            return f"{type(exc).__name__}: {_message(exc)}", multi
-        return f"a {2 * MEMORY_LIMIT_MB} MiB tensor fit on /GPU:0 despite memory_limit={MEMORY_LIMIT_MB}", multi
-
-    return _memory_step(
-        "memory-limit",
-        f"tf.config.set_logical_device_configuration(gpu, [LogicalDeviceConfiguration(memory_limit={MEMORY_LIMIT_MB})] "
-        "x2 on GPU 0, x1 on the others)",
-        configure,
-        check,
-    )
-
-
-def probe_cuda_malloc_async() -> MemoryConfigFacts:
-    def configure(tf: Any, gpus: list[Any]) -> None:
-        return None
-
-    return _memory_step("cuda-malloc-async", "TF_GPU_ALLOCATOR=cuda_malloc_async", configure, None)
-
-
-#: name -> (child probe name, extra environment)
-MEMORY_CONFIGS: tuple[tuple[str, str, dict[str, str]], ...] = (
-    ("memory-growth", "placement-memory-growth", {}),
-    ("memory-limit", "placement-memory-limit", {}),
-    ("cuda-malloc-async", "placement-cuda-malloc-async", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
-)
-
-
-# --- the framework probe's child: framework facts, then placement -------------------------------------
-
-
-def _budget() -> float:
-    try:
-        value = float(os.environ.get("GPUCHECK_TIMEOUT", "60"))
-    except ValueError:
-        value = 60.0
-    return value if value > 0 else 60.0
-
-
-def memory_configs(start: float, env: dict[str, str | None]) -> tuple[tuple[MemoryConfigOutcome, ...], str | None]:
-    """Each memory configuration in a TensorFlow process of its own, side by side (none reserves the
-    whole GPU), within what is left of the probe's timeout."""
-    from gpucheck.isolation import ChildRunner
-
-    if env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "false":
-        return (), "TF_FORCE_GPU_ALLOW_GROWTH=false: this process holds nearly all GPU memory, none is left to try them"
-    budget = _budget()
-    left = budget - (time.monotonic() - start) - 2.0
-    if left < MIN_STEP_BUDGET:
-        return (), f"only {left:.0f} s of the {budget:g} s timeout left (raise --gpucheck-timeout)"
-    runner = ChildRunner()
-    base = {**TF_LOG_ENV, DIE_WITH_PARENT_ENV: str(os.getpid())}
-    results: dict[str, tuple[ChildExit, dict[str, Any] | None]] = {}
-
-    def run(name: str, probe: str, extra: dict[str, str]) -> None:
-        results[name] = runner.run(probe, left, {**base, **extra})
-
-    stage("placement: memory configurations")
-    threads = [threading.Thread(target=run, args=cfg, daemon=True) for cfg in MEMORY_CONFIGS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return (
-        tuple(
-            MemoryConfigOutcome(
-                name,
-                results[name][0],
-                from_json(MemoryConfigFacts, results[name][1]) if results[name][1] is not None else None,
-            )
-            for name, _probe, _extra in MEMORY_CONFIGS
-        ),
-        None,
-    )
-
-
-def framework_then_placement() -> Iterator[dict[str, Any]]:
-    """The framework probe's child: the framework facts first (written at once, so that whatever happens
-    in the placement step they stand), then the same with the placement facts under ``placement``."""
-    from gpucheck.facts import to_json
-    from gpucheck.probes.framework import probe_framework
-
-    start = time.monotonic()
-    framework = probe_framework()
-    data: dict[str, Any] = to_json(framework)
-    yield data
-    env = {k: os.environ.get(k) for k in ENV_KEYS}
-    if not framework.importable:
-        yield {**data, "placement": to_json(PlacementFacts(None, (), env, "TensorFlow cannot be imported"))}
-        return
-    try:
-        tf_facts = placement_step(env)
-    except Exception as exc:  # noqa: BLE001 - a fault of the probe itself: a fact, not a dead TensorFlow
-        tf_facts = TfPlacementFacts(
-            True, None, framework.version, (), (), 0, None, (), None, (), (), None, (), {"placement step": _err(exc)}
-        )
-    configs: tuple[MemoryConfigOutcome, ...] = ()
-    skipped: str | None = "TensorFlow registers no GPU"
-    if tf_facts.gpus and INIT_SECTION in tf_facts.errors:
-        skipped = "TensorFlow could not create its GPU devices"
-    elif tf_facts.gpus:
-        configs, skipped = memory_configs(start, env)
-    yield {**data, "placement": to_json(PlacementFacts(tf_facts, configs, env, skipped))}
+    if len(md_devices) >= 2:
+        multi = _section(errors, "multi-device step", _bind(multi_device_step, tf, np, md_devices, kind), None)
+        yield now(multi_device=multi), step_budget
+    if gpus:
+        memory = _section(errors, "memory", _bind(gpu_memory, tf, nvml, created, limits, len(gpus)), [])
+        yield now(memory=tuple(memory)), None

@@ -1,6 +1,5 @@
-"""Placement layer (and the memory configuration of the resources layer, XLA's toolchain of the
-libraries layer): do ops asked for a GPU run there, are GPU results right, do memory settings apply,
-does ``jit_compile`` work; plus advice users ask for (mixed precision, memory growth) as info findings.
+"""Placement layer (and XLA's toolchain of the libraries layer): do ops asked for a GPU run there, are
+GPU results right, does ``jit_compile`` work; plus advice users ask for (mixed precision, memory growth) as info findings.
 The placement step is the first to create TensorFlow's devices: where TensorFlow lists GPUs but that
 fails, it reports ``framework-gpu-init-failed`` (the framework probe only lists them) and nothing else.
 
@@ -17,7 +16,6 @@ from typing import Any
 from gpucheck.facts import (
     ChildExit,
     Facts,
-    MemoryConfigOutcome,
     MultiDeviceRun,
     NumericCheck,
     OpRun,
@@ -28,12 +26,9 @@ from gpucheck.facts import (
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
 from gpucheck.rules.driver import child_evidence
+from gpucheck.rules.memory import malloc_async_failed
 from gpucheck.settings import Settings
 
-#: TF_FORCE_GPU_ALLOW_GROWTH values TensorFlow understands: GPUBFCAllocator::GetAllowGrowthValue
-#: (tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc) compares with strcmp against "false" and
-#: "true"; anything else is logged ("could not be parsed") and ignored.
-ALLOW_GROWTH_VALUES = ("true", "false")
 #: XLA's messages when ptxas or libdevice is missing (xla/service/gpu/nvptx_compiler.cc,
 #: llvm_gpu_backend/gpu_backend_lib.cc; e.g. https://github.com/tensorflow/tensorflow/issues/56927).
 XLA_TOOLCHAIN = re.compile(
@@ -45,6 +40,8 @@ XLA_TOOLCHAIN = re.compile(
 #: CUDA 13.0's ptxas first on PATH, seen here: "UNIMPLEMENTED: /usr/local/bin/ptxas ptxas too old. Falling
 #: back to the driver to compile."; CUDA 13 dropped offline compilation for compute capability < 7.5).
 _PTXAS_UNUSABLE = re.compile(r"(?P<path>\S*ptxas)\s+ptxas too old", re.IGNORECASE)
+#: The child's word when a step overran its budget (gpucheck.probes.child._Watchdog).
+_STEP_BUDGET = re.compile(r"the step did not finish within its ([0-9.]+) s")
 #: Compute capability from which the GPU has Tensor Cores (float16), and bfloat16 / TF32 ones.
 TENSOR_CORES_CC = (7, 0)
 BF16_CC = (8, 0)
@@ -89,10 +86,10 @@ def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
     outcome = facts.placement
     out: list[Finding] = []
     pf = outcome.facts if outcome is not None else None
-    if outcome is not None and pf is None:
+    if outcome is not None:
+        # Also with facts: the steps before the one that died or overran left theirs.
         out.extend(_step_died(outcome.exit, facts, settings))
     if pf is not None:
-        out.extend(_env_rules(pf))
         tf = pf.tf
         fw = facts.framework.facts if facts.framework is not None else None
         cuda_build = fw is not None and bool(fw.is_cuda_build)
@@ -105,7 +102,6 @@ def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
             out.extend(_numerics(tf.numerics))
             out.extend(_multi_device(tf.multi_device, "the placement step"))
             out.extend(_xla(tf.xla, pf.env))
-            out.extend(_memory_configs(pf))
     out.extend(_advice(facts, pf))
     return out
 
@@ -124,11 +120,13 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
     how = exit_.signal or f"exit code {exit_.returncode}"
     where = exit_.last_stage or "the placement step"
     if exit_.returncode == DEADLINE_EXIT:
+        budget = next((m.group(1) for m in map(_STEP_BUDGET.search, exit_.stderr_tail) if m), None)
+        within = f"its {budget} s (a share of the {settings.timeout:g} s timeout)" if budget else f"{settings.timeout:g} s"
         return [
             finding(
                 "placement-failed",
                 Severity.DEGRADED,
-                summary=f"The placement step did not finish within {settings.timeout:g} s (it was in {where}).",
+                summary=f"The placement step did not finish within {within} (it was in {where}).",
                 cause=(
                     f"TensorFlow was still running `{where}` when the probe reached its deadline: ops on the devices "
                     "are very slow to start (a first start that JIT-compiles PTX takes minutes) or do not return."
@@ -140,7 +138,7 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
             )
         ]
     if "cuda_malloc_async" in "\n".join(exit_.stderr_tail):
-        return [_malloc_async_failed(exit_, Severity.BLOCKER, user_set=True)]
+        return [malloc_async_failed(exit_, Severity.BLOCKER, user_set=True)]
     return [
         finding(
             "placement-failed",
@@ -513,115 +511,6 @@ def _xla(runs: tuple[XlaRun, ...], env: dict[str, str | None]) -> list[Finding]:
     return out
 
 
-# --- memory configuration ------------------------------------------------------------------------------
-
-
-def _env_rules(pf: PlacementFacts) -> list[Finding]:
-    value = pf.env.get("TF_FORCE_GPU_ALLOW_GROWTH")
-    if value is None or value in ALLOW_GROWTH_VALUES:
-        return []
-    return [
-        finding(
-            "memory-config-failed",
-            Severity.DEGRADED,
-            summary=f"TF_FORCE_GPU_ALLOW_GROWTH={value!r} is ignored: TensorFlow accepts only \"true\" or \"false\".",
-            cause=(
-                f"TensorFlow compares TF_FORCE_GPU_ALLOW_GROWTH with the exact strings \"true\" and \"false\"; {value!r} "
-                "is neither, so it logs \"could not be parsed\" and keeps its default: the first process takes nearly all "
-                "GPU memory, and memory growth is not on."
-            ),
-            remedy="`export TF_FORCE_GPU_ALLOW_GROWTH=true` (lower case), or call "
-            "`tf.config.experimental.set_memory_growth(gpu, True)` for every GPU before using them.",
-            evidence={
-                "TF_FORCE_GPU_ALLOW_GROWTH": value,
-                "valid_values": list(ALLOW_GROWTH_VALUES),
-                "source": "tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc, GPUBFCAllocator::GetAllowGrowthValue",
-            },
-            subject="TF_FORCE_GPU_ALLOW_GROWTH",
-        )
-    ]
-
-
-def _severe_lines(lines: tuple[str, ...] | list[str]) -> list[str]:
-    return [ln for ln in lines if re.match(r"^[EF]\d{4} ", ln) or "Check failed" in ln][-10:]
-
-
-def _malloc_async_failed(exit_: ChildExit, severity: Severity, user_set: bool) -> Finding:
-    how = exit_.signal or (f"exit code {exit_.returncode}" if exit_.returncode is not None else exit_.status)
-    return finding(
-        "memory-config-failed",
-        severity,
-        summary=f"TF_GPU_ALLOCATOR=cuda_malloc_async kills TensorFlow here ({how}).",
-        cause=(
-            f"A TensorFlow process with TF_GPU_ALLOCATOR=cuda_malloc_async ended with {how} in "
-            f"{exit_.last_stage or 'start-up'}: TensorFlow aborts where CUDA's stream-ordered allocator is unsupported "
-            "(GPU older than SM 6.0, driver or CUDA older than 11.2, or an OS without it)."
-            + (" Your environment sets it, so your TensorFlow programs die the same way." if user_set else "")
-        ),
-        remedy=(
-            "Unset TF_GPU_ALLOCATOR (the default BFC allocator works everywhere), or update the driver."
-            if user_set
-            else "Do not set TF_GPU_ALLOCATOR=cuda_malloc_async on this machine; the default allocator works."
-        ),
-        evidence={**child_evidence(exit_), "tensorflow_fatal": _severe_lines(exit_.stderr_tail)},
-        subject="cuda-malloc-async",
-    )
-
-
-def _memory_configs(pf: PlacementFacts) -> list[Finding]:
-    out: list[Finding] = []
-    user_async = pf.env.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async"
-    for outcome in pf.memory_configs:
-        out.extend(_memory_config(outcome, user_async))
-        if outcome.facts is not None:
-            out.extend(_multi_device(outcome.facts.multi_device, f"the {outcome.name} step"))
-    return out
-
-
-def _memory_config(outcome: MemoryConfigOutcome, user_async: bool) -> list[Finding]:
-    exit_, cfg = outcome.exit, outcome.facts
-    if exit_.status != "ok" and outcome.name == "cuda-malloc-async":
-        return [_malloc_async_failed(exit_, Severity.BLOCKER if user_async else Severity.INFO, user_async)]
-    if exit_.status != "ok":
-        how = "did not finish in time" if exit_.status == "timeout" else f"died ({exit_.signal or exit_.returncode})"
-        return [
-            finding(
-                "memory-config-failed",
-                Severity.DEGRADED,
-                summary=f"TensorFlow with {outcome.name} {how}.",
-                cause=f"A TensorFlow process configured for {outcome.name} {how} in {exit_.last_stage or 'start-up'}.",
-                remedy="Read TensorFlow's lines in the evidence; avoid this setting until it works.",
-                evidence={**child_evidence(exit_), "tensorflow_errors": _severe_lines(exit_.stderr_tail)},
-                subject=outcome.name,
-            )
-        ]
-    if cfg is None or cfg.applied:
-        return []
-    severity = (Severity.BLOCKER if user_async else Severity.INFO) if outcome.name == "cuda-malloc-async" else Severity.DEGRADED
-    return [
-        finding(
-            "memory-config-failed",
-            severity,
-            summary=f"{cfg.setting} could not be applied.",
-            cause=f"TensorFlow, configured with {cfg.setting}: {cfg.error}",
-            remedy=(
-                "Set memory options before anything touches a GPU (first lines of the program), and only one of memory "
-                "growth or a logical-device memory_limit per GPU."
-            ),
-            evidence={
-                "setting": cfg.setting,
-                "error": cfg.error,
-                "logical_gpus": list(cfg.logical_gpus),
-                "memory": [
-                    {"device": m.device, "tf_limit_mb": m.tf_limit_mb, "nvml_free_mb": m.nvml_free_mb, "error": m.error}
-                    for m in cfg.memory
-                ],
-            },
-            subject=outcome.name,
-        )
-    ]
-
-
 # --- advice ------------------------------------------------------------------------------------------------
 
 
@@ -724,7 +613,7 @@ def _advice(facts: Facts, pf: PlacementFacts | None) -> list[Finding]:
                 evidence={"gpus": rows},
             )
         )
-    growth_on = pf is not None and pf.env.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
+    growth_on = facts.environment.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
     shared = _shared_gpus(facts, pf)
     if shared and not growth_on:
         out.append(
@@ -740,7 +629,7 @@ def _advice(facts: Facts, pf: PlacementFacts | None) -> list[Finding]:
                 ),
                 remedy="`export TF_FORCE_GPU_ALLOW_GROWTH=true`, or `tf.config.experimental.set_memory_growth(gpu, True)` "
                 "for every GPU, or a memory_limit through `tf.config.set_logical_device_configuration`.",
-                evidence={"gpus": shared, "TF_FORCE_GPU_ALLOW_GROWTH": pf.env.get("TF_FORCE_GPU_ALLOW_GROWTH") if pf else None},
+                evidence={"gpus": shared, "TF_FORCE_GPU_ALLOW_GROWTH": facts.environment.get("TF_FORCE_GPU_ALLOW_GROWTH")},
             )
         )
     return out

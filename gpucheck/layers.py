@@ -1,0 +1,263 @@
+"""The acceleration stack as units, and the registry that lists them.
+
+A :class:`Layer` names everything that is its own: the layers it ``needs``, the child probes that
+gather its facts, its rules, its check files, and whether only a framework answers it. Its catalog ids
+are the causes of ``data/catalog.json`` whose ``layer`` is its name. ``LAYERS`` is the registry: adding
+a layer is a probe (a module under ``gpucheck/probes``, or a step of the TensorFlow child), a facts
+class and its field in ``Facts``, a rules module, a check file, its catalog ids, and one entry here.
+
+Blocking is computed over the ``needs`` graph, not a line: a question is blocked only by a broken layer
+that it needs, directly or through others (NVML's memory and health readings need the driver and the
+visibility of the GPUs, not TensorFlow; a collective over gRPC needs the framework).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gpucheck.facts import (
+    CudaDriverFacts,
+    Facts,
+    FrameworkFacts,
+    LibrariesFacts,
+    MemoryConfigFacts,
+    NvmlFacts,
+    PlacementFacts,
+)
+from gpucheck.model import RUN_LAYER, Finding, Severity, catalog
+from gpucheck.rules import compat, devicemap, driver, framework, host, libraries, memory, nvml, placement, visibility
+from gpucheck.settings import Settings
+
+Rule = Callable[[Facts, Settings], list[Finding]]
+
+
+@dataclass(frozen=True)
+class ChildProbe:
+    """A probe that runs in a child process (``python -m gpucheck.probes.child TARGET OUT``).
+
+    ``target`` is ``module:function`` under ``gpucheck.``; the function returns a facts object, or
+    yields ever more complete ones (a staged probe: each is written as soon as it is known, so a crash
+    in a later step keeps the earlier facts). ``field`` is the ``Facts`` field its outcome fills."""
+
+    name: str
+    target: str
+    facts_cls: type[Any]
+    field: str
+    env: tuple[tuple[str, str], ...] = ()
+    #: Variables removed from the child's environment (the main TensorFlow child runs with TensorFlow's
+    #: default allocator; the user's TF_GPU_ALLOCATOR is tried in a process of its own).
+    unset: tuple[str, ...] = ()
+    #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON).
+    within: str | None = None
+    #: When the probe is worth a process: a pure function of what is known before any child starts
+    #: (the host's PCI view and the environment). None: always.
+    when: Callable[[PreStart], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class PreStart:
+    """What is known before any probe child starts: the in-process host facts and the settings."""
+
+    nvidia_gpus_on_bus: int
+    environment: dict[str, str | None]
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    needs: tuple[str, ...]
+    probes: tuple[ChildProbe, ...] = ()
+    #: Pure functions from facts to findings, run bottom-up in registry order.
+    rules: tuple[Rule, ...] = ()
+    #: Check files (paths relative to the gpucheck package) that pytest collects for this layer.
+    checks: tuple[str, ...] = ()
+    #: Only the framework probes answer it: "not checked" with --gpucheck-framework=none.
+    framework: bool = False
+    #: This version gathers its facts; a layer not yet built is reported as "not checked".
+    built: bool = True
+
+
+# --- probes -------------------------------------------------------------------------------------------
+
+#: TensorFlow's own log lines are evidence.
+FRAMEWORK_ENV = (("TF_CPP_MIN_LOG_LEVEL", "0"),)
+
+
+def _gpus_for_growth(pre: PreStart) -> str | None:
+    """Memory growth is tried where there may be GPUs, and where the environment does not turn it off."""
+    if pre.nvidia_gpus_on_bus == 0:
+        return "no NVIDIA GPU on the PCI bus"
+    if pre.environment.get("TF_FORCE_GPU_ALLOW_GROWTH") == "false":
+        return "TF_FORCE_GPU_ALLOW_GROWTH=false turns memory growth off in every TensorFlow process"
+    return None
+
+
+def _async_allocator_asked(pre: PreStart) -> str | None:
+    """TF_GPU_ALLOCATOR=cuda_malloc_async is tried where the environment asks for it (every TensorFlow
+    program here would use it), or with --gpucheck-deep."""
+    if pre.nvidia_gpus_on_bus == 0:
+        return "no NVIDIA GPU on the PCI bus"
+    if pre.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async" or pre.settings.deep:
+        return None
+    return "TF_GPU_ALLOCATOR is not cuda_malloc_async here (--gpucheck-deep tries it anyway)"
+
+
+CUDA_PROBE = ChildProbe("cuda", "gpucheck.probes.driver:probe_cuda_driver", CudaDriverFacts, "cuda")
+#: The ctypes load (for the loader's message) and init, then the inventory and health through nvidia-ml-py.
+NVML_PROBE = ChildProbe("nvml", "gpucheck.probes.nvml:probe_nvml", NvmlFacts, "nvml")
+#: The CUDA libraries TensorFlow's build needs, found as the loader would, and XLA's toolchain.
+LIBRARIES_PROBE = ChildProbe("libraries", "gpucheck.probes.libraries:probe_libraries", LibrariesFacts, "libraries")
+#: The one TensorFlow process on the critical path: the framework facts, then the placement steps.
+TENSORFLOW_PROBE = ChildProbe(
+    "framework",
+    "gpucheck.probes.tfchild:framework_then_steps",
+    FrameworkFacts,
+    "framework",
+    FRAMEWORK_ENV,
+    unset=("TF_GPU_ALLOCATOR",),
+)
+PLACEMENT_PROBE = ChildProbe(
+    "placement", "gpucheck.probes.tfchild:framework_then_steps", PlacementFacts, "placement", within="framework"
+)
+#: Memory settings that must be made before TensorFlow touches a GPU, each in a TensorFlow process of its
+#: own started beside the main one (none of them reserves more than it allocates).
+MEMORY_GROWTH_PROBE = ChildProbe(
+    "memory-growth",
+    "gpucheck.probes.memory:probe_memory_growth",
+    MemoryConfigFacts,
+    "memory_growth",
+    FRAMEWORK_ENV,
+    unset=("TF_GPU_ALLOCATOR",),
+    when=_gpus_for_growth,
+)
+MALLOC_ASYNC_PROBE = ChildProbe(
+    "cuda-malloc-async",
+    "gpucheck.probes.memory:probe_cuda_malloc_async",
+    MemoryConfigFacts,
+    "cuda_malloc_async",
+    (*FRAMEWORK_ENV, ("TF_GPU_ALLOCATOR", "cuda_malloc_async")),
+    when=_async_allocator_asked,
+)
+
+
+# --- the registry ------------------------------------------------------------------------------------
+
+#: Bottom-up; the order is the catalog's (a test holds them equal) and breaks ties between root causes.
+LAYERS: tuple[Layer, ...] = (
+    Layer("hardware", (), rules=(host.hardware_rules,), checks=("checks/checks_stack.py",)),
+    Layer("kernel", ("hardware",), rules=(host.kernel_rules,)),
+    Layer("driver", ("kernel",), probes=(CUDA_PROBE, NVML_PROBE), rules=(driver.driver_rules,)),
+    # NVML's rules answer visibility (lost GPUs, MIG, compute mode), resources (memory headroom) and
+    # health (ECC, clocks, PCIe, P2P) from one reading; they are listed at the lowest of them.
+    Layer(
+        "visibility",
+        ("driver",),
+        rules=(visibility.visibility_rules, nvml.nvml_rules, devicemap.device_map_rules),
+        checks=("checks/checks_nvml.py",),
+    ),
+    Layer("compatibility", ("visibility",), rules=(compat.compat_rules,), framework=True),
+    Layer(
+        "libraries",
+        ("compatibility",),
+        probes=(LIBRARIES_PROBE,),
+        rules=(libraries.library_rules,),
+        checks=("checks/checks_libraries.py",),
+        framework=True,
+    ),
+    Layer("framework", ("libraries",), probes=(TENSORFLOW_PROBE,), rules=(framework.framework_rules,), framework=True),
+    Layer(
+        "placement",
+        ("framework",),
+        probes=(PLACEMENT_PROBE,),
+        rules=(placement.placement_rules,),
+        checks=("checks/checks_placement.py",),
+        framework=True,
+    ),
+    Layer(
+        "resources",
+        ("visibility",),
+        probes=(MEMORY_GROWTH_PROBE, MALLOC_ASYNC_PROBE),
+        rules=(memory.memory_rules,),
+        checks=("checks/checks_memory.py",),
+    ),
+    Layer("health", ("visibility",)),
+    Layer("performance", ("placement", "resources", "health"), built=False),
+    Layer("cluster", ("framework",), built=False),
+)
+
+
+def by_name() -> dict[str, Layer]:
+    return {layer.name: layer for layer in LAYERS}
+
+
+@cache
+def requires(layer: str) -> frozenset[str]:
+    """Every layer ``layer`` needs, directly or through others (not itself). The run pseudo layer needs none."""
+    if layer == RUN_LAYER:
+        return frozenset()
+    out: set[str] = set()
+    todo = list(by_name()[layer].needs)
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo.extend(by_name()[name].needs)
+    return frozenset(out)
+
+
+def cause_requires(cause_id: str, layer: str) -> frozenset[str]:
+    """What a finding's evidence needs: its cause's ``needs`` in the catalog where that says more than
+    its layer (memory-config-failed is a resource but needs TensorFlow), else its layer's needs."""
+    cause = catalog().causes.get(cause_id)
+    if cause is not None and cause.needs != cause.layer:
+        return requires(cause.needs) | {cause.needs}
+    return requires(layer)
+
+
+def checked(settings: Settings) -> frozenset[str]:
+    """The layers whose facts this run gathers."""
+    return frozenset(
+        layer.name for layer in LAYERS if layer.built and not (layer.framework and settings.framework == "none")
+    )
+
+
+def probes(settings: Settings) -> tuple[ChildProbe, ...]:
+    """Every child probe of the layers this run checks, slowest first (they start in this order)."""
+    on = checked(settings)
+    found = [p for layer in LAYERS if layer.name in on for p in layer.probes]
+    tensorflow = [p for p in found if p.target.startswith("gpucheck.probes.tfchild")]
+    return tuple(tensorflow + [p for p in found if p not in tensorflow])
+
+
+def rules() -> tuple[Rule, ...]:
+    return tuple(rule for layer in LAYERS for rule in layer.rules)
+
+
+def check_files() -> tuple[str, ...]:
+    return tuple(path for layer in LAYERS for path in layer.checks)
+
+
+def blocker_among(findings: Iterable[Finding], layers: frozenset[str], subject: str | None = None) -> Finding | None:
+    """The blocker of the lowest layer among ``layers`` (the run pseudo layer blocks everything)."""
+    cat = catalog()
+    candidates = [
+        f
+        for f in findings
+        if f.severity is Severity.BLOCKER
+        and (f.layer in layers or f.layer == RUN_LAYER)
+        and (subject is None or f.subject is None or f.subject == subject)
+    ]
+    return min(candidates, key=lambda f: cat.layer_rank(f.layer)) if candidates else None
+
+
+def independent_of(f: Finding, rc: Finding | None) -> bool:
+    """Whether ``f`` lies above the root cause ``rc`` but cannot be a consequence of it: what ``f``
+    rests on does not need ``rc``'s layer (NVML's health readings do not need TensorFlow)."""
+    if rc is None or f is rc or rc.layer == RUN_LAYER:
+        return False
+    cat = catalog()
+    return cat.layer_rank(rc.layer) < cat.layer_rank(f.layer) and rc.layer not in cause_requires(f.id, f.layer)

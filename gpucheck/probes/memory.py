@@ -1,0 +1,143 @@
+"""Resources-layer probes: memory settings that TensorFlow takes only before it touches a GPU, each in a
+TensorFlow process of its own, started beside the main TensorFlow child (never after it), and judged by
+what happened rather than by an error string.
+
+Memory growth is applied when the process holds about what it allocated (NVML's per-process reading
+after a 64 MiB allocation); a process that holds nearly the whole GPU has growth off whatever
+``get_memory_growth`` answers. An allocation that fails because other processes hold the memory says
+nothing about the setting: it is "not checked", and NVML's own reading names those processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gpucheck.facts import GpuMemory, MemoryConfigFacts
+from gpucheck.probes.placement import (
+    ALLOC_ELEMENTS,
+    _message,
+    captured,
+    created_devices,
+    created_limits,
+    gpu_memory,
+    memory_limit_for,
+    nvml_snapshot,
+)
+from gpucheck.protocol import stage
+
+ALLOC_MB = ALLOC_ELEMENTS * 4 // (1 << 20)
+#: What a process may hold beyond its allocations with growth on: the CUDA context, cuBLAS/cuDNN
+#: workspaces, the allocator's rounding (about 0.5-1 GiB on an H100).
+GROWTH_SLACK_MB = 2048
+
+
+def growth_ceiling_mb(total_mb: int | None) -> int:
+    """The most a process with growth on may hold after allocating ALLOC_MB (at most half the GPU)."""
+    ceiling = 4 * ALLOC_MB + GROWTH_SLACK_MB
+    return min(ceiling, total_mb // 2) if total_mb else ceiling
+
+
+def _out_of_memory(error: str | None) -> bool:
+    return error is not None and ("ResourceExhausted" in error or "OOM" in error or "out of memory" in error.lower())
+
+
+def judge_growth(memory: list[GpuMemory]) -> tuple[bool | None, str | None, str | None]:
+    """(applied, error, not_checked) from what each GPU's process reading shows."""
+    for m in memory:
+        if m.error is not None and _out_of_memory(m.error):
+            free = f"{m.nvml_free_mb} MiB" if m.nvml_free_mb is not None else "too little memory"
+            held = ", ".join(f"pid {pid} ({used if used is not None else '?'} MiB)" for pid, used in m.nvml_processes)
+            return None, None, f"a {ALLOC_MB} MiB allocation on {m.device} failed with {free} free" + (
+                f", held by {held}" if held else ""
+            )
+        if m.error is not None:
+            return False, m.error, None
+    readings = [(m, m.process_used_mb) for m in memory]
+    if any(used is None for _m, used in readings):
+        return None, None, "NVML does not list this process's memory (no NVML, or process ids hidden by a container)"
+    for m, used in readings:
+        assert used is not None
+        ceiling = growth_ceiling_mb(m.nvml_total_mb)
+        if used > ceiling:
+            return (
+                False,
+                f"after allocating {ALLOC_MB} MiB on {m.device} this process holds {used} MiB (more than {ceiling} "
+                "MiB): TensorFlow reserved the GPU's memory, memory growth is not in effect",
+                None,
+            )
+    return True, None, None
+
+
+def _tf_process(
+    name: str, setting: str, configure: Callable[[Any, list[Any]], None]
+) -> tuple[Any, list[GpuMemory], list[str], MemoryConfigFacts | None, str | None]:
+    """Import TensorFlow, configure, create the devices, allocate on each GPU. Nothing is captured but
+    device creation: where TensorFlow aborts, its last lines reach the parent through the pipe."""
+    stage("import tensorflow")
+    import tensorflow as tf
+
+    gpus = list(tf.config.list_physical_devices("GPU"))
+    if not gpus:
+        return tf, [], [], MemoryConfigFacts(name, setting, None, None, (), (), not_checked="TensorFlow registers no GPU"), None
+    nvml = nvml_snapshot()
+    error = None
+    stage(f"{name}: configure")
+    try:
+        configure(tf, gpus)
+    except Exception as exc:  # noqa: BLE001 - the refusal is the fact
+        error = f"{type(exc).__name__}: {_message(exc)}"
+    stage(f"{name}: initialise devices")
+    lines: list[str] = []
+    try:
+        cap = None
+        try:
+            with captured() as cap:
+                logical = [str(d.name) for d in tf.config.list_logical_devices("GPU")]
+        finally:
+            if cap is not None:
+                lines = cap.lines
+    except Exception as exc:  # noqa: BLE001 - TensorFlow could not create its devices with this configuration
+        facts = MemoryConfigFacts(name, setting, False, error or f"{type(exc).__name__}: {_message(exc)}", (), ())
+        return tf, [], [], facts, None
+    stage(f"{name}: allocate")
+    memory = gpu_memory(tf, nvml, created_devices(lines), created_limits(lines), len(logical))
+    return tf, memory, logical, None, error
+
+
+def probe_memory_growth() -> MemoryConfigFacts:
+    name, setting = "memory-growth", "tf.config.experimental.set_memory_growth(gpu, True) on every GPU"
+
+    def configure(tf: Any, gpus: list[Any]) -> None:
+        for g in gpus:
+            tf.config.experimental.set_memory_growth(g, True)
+
+    tf, memory, logical, done, error = _tf_process(name, setting, configure)
+    if done is not None:
+        return done
+    if error is None:
+        for g in tf.config.list_physical_devices("GPU"):
+            if not tf.config.experimental.get_memory_growth(g):
+                error = f"memory growth is off on {g.name} after set_memory_growth(True)"
+    applied, problem, not_checked = (False, error, None) if error is not None else judge_growth(memory)
+    return MemoryConfigFacts(
+        name, setting, applied, problem, tuple(memory), tuple(logical), not_checked=not_checked, allocated_mb=ALLOC_MB
+    )
+
+
+def probe_cuda_malloc_async() -> MemoryConfigFacts:
+    """TF_GPU_ALLOCATOR=cuda_malloc_async (set by the parent), with a bounded memory limit: TensorFlow
+    aborts creating its devices where CUDA's stream-ordered allocator is unsupported."""
+    name, setting = "cuda-malloc-async", "TF_GPU_ALLOCATOR=cuda_malloc_async"
+
+    def configure(tf: Any, gpus: list[Any]) -> None:
+        limit = memory_limit_for(nvml_snapshot())
+        for g in gpus:
+            tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
+
+    _tf, memory, logical, done, error = _tf_process(name, setting, configure)
+    if done is not None:
+        return done
+    failed = next((m.error for m in memory if m.error is not None), None)
+    problem = error or failed
+    return MemoryConfigFacts(name, setting, problem is None, problem, tuple(memory), tuple(logical), allocated_mb=ALLOC_MB)

@@ -35,6 +35,8 @@ class LayerState:
     #: "ok", "broken", "degraded", "blocked" or "not checked".
     state: str
     finding_ids: tuple[str, ...]
+    #: The id of what blocks it, when it is blocked.
+    blocked_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class Result:
         the question needs beyond its layer (``needs``); the run pseudo layer blocks everything."""
         wanted = layers.requires(layer).union(*(layers.requires(n) | {n} for n in needs))
         return layers.blocker_among(self.findings, wanted, subject)
+
+    def cause_blocked_by(self, f: Finding) -> Finding | None:
+        """What blocks the finding ``f`` itself: a broken layer its evidence needs (a consequence of it)."""
+        return layers.blocker_among(self.findings, layers.cause_requires(f.id, f.layer))
 
     def findings_for(self, ids: tuple[str, ...] | list[str]) -> list[Finding]:
         return [f for f in self.findings if f.id in ids]
@@ -190,22 +196,31 @@ class Diagnosis:
 
 
 def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: frozenset[str]) -> tuple[LayerState, ...]:
-    """Each layer: "blocked" by a broken layer it needs, "broken", "degraded", "ok" or "not checked"."""
+    """Each layer: "blocked" by a broken layer it needs, "broken", "degraded", "ok" or "not checked". A
+    fault whose own evidence needs a broken layer (memory-config-failed needs TensorFlow) is that layer's
+    consequence: it leaves its layer blocked rather than broken."""
     states = []
     for layer in layers.LAYERS:
         here = [f for f in findings if f.layer == layer.name and f.is_fault]
         ids = tuple(dict.fromkeys(f.id for f in here))
+        blocker = layers.blocker_among(findings, layers.requires(layer.name))
+        free = [f for f in here if layers.blocker_among(findings, layers.cause_requires(f.id, f.layer)) is None]
+        consequence = next(
+            (b for f in here if (b := layers.blocker_among(findings, layers.cause_requires(f.id, f.layer)))), None
+        )
         if layer.name not in checked:
-            state = "not checked"
-        elif layers.blocker_among(findings, layers.requires(layer.name)) is not None:
-            state = "blocked"
-        elif any(f.severity is Severity.BLOCKER for f in here):
-            state = "broken"
-        elif here:
-            state = "degraded"
+            state, by = "not checked", None
+        elif blocker is not None:
+            state, by = "blocked", blocker.id
+        elif any(f.severity is Severity.BLOCKER for f in free):
+            state, by = "broken", None
+        elif free:
+            state, by = "degraded", None
+        elif consequence is not None:
+            state, by = "blocked", consequence.id
         else:
-            state = "ok"
-        states.append(LayerState(layer.name, state, ids))
+            state, by = "ok", None
+        states.append(LayerState(layer.name, state, ids, by))
     if rc is not None and rc.layer == RUN_LAYER:
         states = [LayerState(s.layer, "not checked", s.finding_ids) for s in states]
     return tuple(states)

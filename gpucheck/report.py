@@ -131,8 +131,8 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     width = max((len(s.layer) for s in result.layers), default=10)
     for state in result.layers:
         detail = ""
-        if state.state == "blocked" and rc is not None:
-            detail = f"by {rc.id}"
+        if state.state == "blocked" and state.blocked_by is not None:
+            detail = f"by {state.blocked_by}"
         elif state.finding_ids:
             detail = ", ".join(state.finding_ids)
         out.append((f"{state.layer:<{width}}  {state.state:<11} {detail}".rstrip(), _STATE_MARKUP[state.state]))
@@ -140,15 +140,11 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     if rc is not None:
         out.append((f"root cause: {rc.id} ({rc.layer}): {rc.summary}", {"red": True, "bold": True}))
         out.extend((line, {}) for line in failure_text(rc).splitlines()[1:])
-    others = [f for f in result.findings if f is not rc and f.is_fault and result.blocked_by(f.layer) is None]
+    # Faults that are not consequences of a broken layer they need: their checks answer them.
+    others = [f for f in result.findings if f is not rc and f.is_fault and result.cause_blocked_by(f) is None]
     for f in others:
-        out.append((f"also: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
-    for f in result.findings:
-        if f.is_fault and independent_of(f, rc):
-            out.append(
-                (f"also, not caused by the root cause (its check waits for it): {f.id} ({f.layer}, "
-                 f"{f.severity.value}): {f.summary}", {"yellow": True})
-            )
+        lead = "also, not caused by the root cause" if independent_of(f, rc) else "also"
+        out.append((f"{lead}: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
     return out
@@ -163,7 +159,7 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
         "findings": [
             {
                 **f.to_json(),
-                "blocked_by": b.id if (b := result.blocked_by(f.layer)) is not None else None,
+                "blocked_by": b.id if (b := result.cause_blocked_by(f)) is not None else None,
                 "independent_of_root_cause": independent_of(f, rc),
             }
             for f in result.findings

@@ -21,8 +21,6 @@ and ``memory-config-failed`` from TensorFlow's real cuda_malloc_async abort
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,7 +128,7 @@ def test_this_host_gpu0_refused_and_soft_placed_on_cpu(run_gpucheck: Callable[..
     checks = checks_by_name(run)
     for name in PLACEMENT_CHECKS:
         assert checks[name]["outcome"] == "skipped", checks[name]
-    run.result.stdout.fnmatch_lines([f"*checks_placement.py::{name} SKIPPED (blocked by no-nvidia-gpu)*" for name in PLACEMENT_CHECKS])
+    assert_placement_checks_blocked(run, "no-nvidia-gpu")
     assert "placement" in [entry["layer"] for entry in run.report["layers"] if entry["state"] == "blocked"]
 
     tf = run.report["facts"]["placement"]["facts"]["tf"]
@@ -167,7 +165,10 @@ def assert_placement_checks_blocked(run: GpucheckRun, by: str) -> None:
     checks = checks_by_name(run)
     for name in PLACEMENT_CHECKS:
         assert checks[name]["outcome"] == "skipped", checks[name]
-    run.result.stdout.fnmatch_lines([f"*checks_placement.py::{name} SKIPPED (blocked by {by})*" for name in PLACEMENT_CHECKS])
+    run.result.stdout.fnmatch_lines(
+        [f"*checks_memory.py::test_memory_settings_apply SKIPPED (blocked by {by})*"]
+        + [f"*checks_placement.py::{name} SKIPPED (blocked by {by})*" for name in PLACEMENT_CHECKS[:-1]]
+    )
 
 
 @pytest.mark.usefixtures("wide_terminal")
@@ -194,8 +195,10 @@ def test_fake_gpu_machine_without_cuda_runtime(
     growth = run.finding("memory-growth-advised")
     assert growth["severity"] == "info"
     assert growth["evidence"]["gpus"][0]["processes"][0]["pid"] == 4242
-    # No memory configuration was tried: TensorFlow registers no GPU to configure.
-    assert run.report["facts"]["placement"]["facts"]["memory_configs_skipped"] == "TensorFlow registers no GPU"
+    # Memory growth was tried beside the main TensorFlow process (the host shows a GPU) and not judged:
+    # TensorFlow registers no GPU to configure.
+    assert run.report["facts"]["memory_growth"]["facts"]["not_checked"] == "TensorFlow registers no GPU"
+    assert "memory-config-failed" not in run.finding_ids
 
 
 @pytest.mark.usefixtures("wide_terminal")
@@ -217,7 +220,8 @@ def test_fake_gpu_machine_where_tensorflow_cannot_create_its_devices(
     assert "placement-failed" not in run.finding_ids and "memory-config-failed" not in run.finding_ids
     tf = run.report["facts"]["placement"]["facts"]["tf"]
     assert [g["details"]["compute_capability"] for g in tf["gpus"]] == [[8, 0]]
-    assert run.report["facts"]["placement"]["facts"]["memory_configs_skipped"] == "TensorFlow could not create its GPU devices"
+    growth = run.report["facts"]["memory_growth"]["facts"]
+    assert growth["applied"] is None and growth["not_checked"].startswith("TensorFlow could not create its GPU devices")
     assert_placement_checks_blocked(run, "framework-gpu-init-failed")
 
 
@@ -240,34 +244,32 @@ def test_fake_gpu_machine_where_cuinit_fails_in_tensorflow(
         assert checks[name]["outcome"] == "skipped", checks[name]
 
 
-def test_memory_configuration_process_that_aborts_is_a_fact(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
-    """A TensorFlow process of a memory configuration that dies (here a real abort: the fake driver's cuInit
-    calls abort(), as TensorFlow's LOG(FATAL) does for an unsupported cuda_malloc_async) is a fact and
-    then memory-config-failed, never a crash of gpucheck. The configurations only run where TensorFlow
-    registers a GPU, which never happens here, so they are started directly."""
-    from gpucheck.facts import MemoryConfigOutcome, PlacementFacts, ProbeOutcome, from_json
-    from gpucheck.rules.placement import placement_rules
+def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
+    """A TensorFlow process of a memory setting that dies (here a real abort: the fake driver's cuInit calls
+    abort(), as TensorFlow's LOG(FATAL) does for an unsupported cuda_malloc_async) is a fact and then
+    memory-config-failed for a setting the user relies on, a note of its own id for one nothing uses; never
+    a crash of gpucheck. The probes are started through the runner the diagnosis uses."""
+    from gpucheck.facts import MemoryConfigFacts, ProbeOutcome, from_json
+    from gpucheck.isolation import ChildRunner
+    from gpucheck.layers import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
+    from gpucheck.rules.memory import memory_rules
     from gpucheck.settings import Settings
-    from tests.test_placement_rules import OK_EXIT, base_facts, tf_facts
+    from tests.test_placement_rules import base_facts
 
     fake_machine({**A100_VM, "cuda": {"init": "abort", "driver_version": 12040}})
-    code = (
-        "import json, time; from gpucheck.facts import to_json; from gpucheck.probes.placement import memory_configs; "
-        "configs, why = memory_configs(time.monotonic(), {}); print(json.dumps(to_json(list(configs))))"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    outcomes = tuple(from_json(MemoryConfigOutcome, o) for o in json.loads(proc.stdout.splitlines()[-1]))
-    assert [o.name for o in outcomes] == ["memory-growth", "memory-limit", "cuda-malloc-async"]
-    for o in outcomes:
-        assert o.exit.status == "crashed" and o.exit.signal == "SIGABRT" and o.facts is None, o.exit
-    pf = PlacementFacts(tf_facts(), outcomes, {}, None)
-    findings = placement_rules(base_facts(placement=ProbeOutcome("placement", OK_EXIT, pf)), Settings())
-    failed = {f.subject: f for f in findings if f.id == "memory-config-failed"}
-    assert set(failed) == {"memory-growth", "memory-limit", "cuda-malloc-async"}
-    assert failed["memory-growth"].severity.value == "degraded"
-    assert failed["cuda-malloc-async"].severity.value == "info"
-    assert failed["memory-limit"].evidence["signal"] == "SIGABRT"
+    outcomes = {}
+    for probe in (MEMORY_GROWTH_PROBE, MALLOC_ASYNC_PROBE):
+        exit_, data = ChildRunner().run(probe.target, 120, dict(probe.env))
+        assert exit_.status == "crashed" and exit_.signal == "SIGABRT" and data is None, exit_
+        facts = from_json(MemoryConfigFacts, data) if data is not None else None
+        outcomes[probe.field] = ProbeOutcome(probe.name, exit_, facts)
+    findings = memory_rules(base_facts(**outcomes), Settings())
+    by_subject = {f.subject: f for f in findings}
+    assert by_subject["memory-growth"].id == "memory-config-failed"
+    assert by_subject["memory-growth"].severity.value == "degraded"
+    assert by_subject["memory-growth"].evidence["signal"] == "SIGABRT"
+    assert by_subject["cuda-malloc-async"].id == "cuda-malloc-async-unsupported"
+    assert by_subject["cuda-malloc-async"].severity.value == "info"
 
 
 def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(

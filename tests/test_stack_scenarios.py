@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
+from gpucheck.layers import requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "stack"
 SHADOW_DIR = Path(__file__).parent / "shadow"
@@ -46,12 +47,12 @@ def test_scenario(
         for key, value in fields.items():
             assert evidence.get(key) == value, (fid, key, evidence)
     run.result.stdout.fnmatch_lines(expect.get("output", []))
-    # One red line: only the checks of the root cause's own question fail; everything above is blocked.
+    # One red line: only the checks of the root cause's own question fail; every layer that needs the root
+    # cause's layer is blocked (the needs graph: NVML's resources and health do not need TensorFlow).
     failed = [c for c in run.report["checks"] if c["outcome"] == "failed"]
     assert failed and all(expect["root_cause"] in c["finding_ids"] or c["finding_ids"] for c in failed)
     assert any(expect["root_cause"] in c["finding_ids"] for c in failed)
     rc_layer = run.report["root_cause"]["layer"]
-    layers = [entry["layer"] for entry in run.report["layers"]]
     for entry in run.report["layers"]:
-        if layers.index(entry["layer"]) > layers.index(rc_layer) and entry["state"] not in ("not checked",):
+        if rc_layer in requires(entry["layer"]) and entry["state"] != "not checked":
             assert entry["state"] == "blocked", entry

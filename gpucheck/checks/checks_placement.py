@@ -1,9 +1,8 @@
-"""Checks of the placement layer (and of the memory configuration and XLA): one question a person would
+"""Checks of the placement layer (and of XLA): one question a person would
 ask per check. The verdict logic (blocked / failed / passed) lives in ``gpucheck.session.Check``."""
 
 from __future__ import annotations
 
-from gpucheck.rules.memory import not_judged
 from gpucheck.session import Check
 
 # Every question here lies above the framework layer: without a TensorFlow that imports, is a CUDA build
@@ -23,15 +22,3 @@ def test_ops_run_where_asked(gpucheck_check: Check) -> None:
 def test_gpu_results_match_cpu_reference(gpucheck_check: Check) -> None:
     """Do matmul (fp32/tf32/fp16/bf16), a cuDNN convolution and a reduction on each GPU agree with float64 on the CPU?"""
     gpucheck_check.verify("placement", ("numerical-mismatch",), requires=("placement-failed",))
-
-
-def test_memory_settings_apply(gpucheck_check: Check) -> None:
-    """Do memory growth, a memory limit and the environment's allocator settings work (judged by what each
-    TensorFlow process holds)? A resource, but one that needs TensorFlow."""
-    facts = gpucheck_check.result.facts
-    gpucheck_check.verify(
-        "resources",
-        ("memory-config-failed",),
-        needs=("framework",),
-        unchecked=gpucheck_check.framework_not_diagnosed or (not_judged(facts) if facts is not None else None),
-    )

@@ -98,7 +98,12 @@ def _tf_process(
             if cap is not None:
                 lines = cap.lines
     except Exception as exc:  # noqa: BLE001 - TensorFlow could not create its devices with this configuration
-        facts = MemoryConfigFacts(name, setting, False, error or f"{type(exc).__name__}: {_message(exc)}", (), ())
+        # Not judged: whether the setting is at fault, the main TensorFlow process (which created its devices
+        # without it, or failed the same way) tells; the rules weigh both.
+        failed = error or f"{type(exc).__name__}: {_message(exc)}"
+        facts = MemoryConfigFacts(
+            name, setting, None, failed, (), (), not_checked=f"TensorFlow could not create its GPU devices: {failed}"
+        )
         return tf, [], [], facts, None
     stage(f"{name}: allocate")
     memory = gpu_memory(tf, nvml, created_devices(lines), created_limits(lines), len(logical))

@@ -9,11 +9,13 @@ memory-growth probe then reports "not checked", and NVML's reading (``gpu-memory
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
 from gpucheck.facts import ChildExit, Facts, MemoryConfigFacts, ProbeOutcome, TfPlacementFacts
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.protocol import INIT_SECTION
 from gpucheck.rules.driver import child_evidence
 from gpucheck.settings import Settings
 
@@ -33,7 +35,7 @@ def memory_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out += _limit(tf)
         out += _growth_dropped(tf)
     if facts.memory_growth is not None:
-        out += _setting(facts.memory_growth)
+        out += _setting(facts.memory_growth, _devices_created(tf))
     if facts.cuda_malloc_async is not None:
         outcome = facts.cuda_malloc_async
         user_set = facts.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async"
@@ -171,7 +173,12 @@ def _memory_evidence(cfg: MemoryConfigFacts) -> dict[str, Any]:
     }
 
 
-def _setting(outcome: ProbeOutcome[MemoryConfigFacts]) -> list[Finding]:
+def _devices_created(tf: TfPlacementFacts | None) -> bool:
+    """The main TensorFlow process created its GPU devices (with its memory limit)."""
+    return tf is not None and bool(tf.created_devices) and INIT_SECTION not in tf.errors
+
+
+def _setting(outcome: ProbeOutcome[MemoryConfigFacts], created_without_it: bool = False) -> list[Finding]:
     exit_, cfg = outcome.exit, outcome.facts
     if exit_.status != "ok":
         how = "did not finish in time" if exit_.status == "timeout" else f"died ({exit_.signal or exit_.returncode})"
@@ -186,7 +193,12 @@ def _setting(outcome: ProbeOutcome[MemoryConfigFacts]) -> list[Finding]:
                 subject=outcome.name,
             )
         ]
-    if cfg is None or cfg.applied is not False:
+    if cfg is None:
+        return []
+    if cfg.applied is None and cfg.error is not None and created_without_it:
+        # TensorFlow creates its devices without this setting, not with it: the setting is at fault.
+        cfg = dataclasses.replace(cfg, applied=False)
+    if cfg.applied is not False:
         return []
     return [
         finding(

@@ -1,0 +1,220 @@
+"""The house (../shared/DESIGN.md, "The house: a layer is a unit"), read from the code with ``ast``:
+imports run downwards only, no two modules import each other (no cycle at all), rules never read the
+environment, pytest is imported only by the plugin-facing modules; and the registry agrees with the
+catalog and the check files on disk."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from gpucheck import layers
+from gpucheck.model import catalog
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gpucheck"
+
+#: Every module of the package on its floor: a module may import from its own floor or below, never above.
+#: A new module must be placed here (the test fails until it is).
+FLOORS: dict[str, int] = {
+    # 0: the shared floors (findings and the catalog, facts, settings, the child protocol, data)
+    "gpucheck": 0,
+    "gpucheck.protocol": 0,
+    "gpucheck.settings": 0,
+    "gpucheck.model": 0,
+    "gpucheck.facts": 0,
+    "gpucheck.knowledge": 0,
+    # 1: the child-process runner, the log classifier
+    "gpucheck.isolation": 1,
+    "gpucheck.logs": 1,
+    # 2: the layers' own code: probes and rules
+    "gpucheck.probes": 2,
+    "gpucheck.rules": 2,
+    # 3: the registry of layers
+    "gpucheck.layers": 3,
+    # 4: the diagnosis (probes run, rules applied) and the decision of a check
+    "gpucheck.diagnosis": 4,
+    "gpucheck.decision": 5,
+    "gpucheck.report": 5,
+    # 6: pytest-facing: the session, the options, the checks; 7: the entry points
+    "gpucheck.session": 6,
+    "gpucheck.options": 6,
+    "gpucheck.checks": 7,
+    "gpucheck.plugin": 7,
+    "gpucheck.cli": 7,
+}
+#: Modules that may import pytest: the plugin and what it registers.
+PYTEST_MODULES = ("gpucheck.plugin", "gpucheck.options", "gpucheck.session", "gpucheck.checks")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, ast.Module]:
+    return {module_name(p): ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+PACKAGE_MODULES = set(modules())
+
+
+def floor(name: str) -> int:
+    best = max((k for k in FLOORS if name == k or name.startswith(k + ".")), key=len, default=None)
+    assert best is not None, f"{name} has no floor in tests/test_house.py FLOORS: place it"
+    return FLOORS[best]
+
+
+def imports(name: str, tree: ast.Module) -> set[str]:
+    """The gpucheck modules ``name`` imports (anywhere in it, function-level imports included)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "gpucheck"}
+        elif isinstance(node, ast.ImportFrom):
+            assert not node.level, f"{name}: relative import (line {node.lineno}); the house uses absolute ones"
+            base = node.module or ""
+            if base.split(".")[0] != "gpucheck":
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in PACKAGE_MODULES else base)
+    return {m for m in found if m != name}
+
+
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: imports(name, tree) for name, tree in modules().items()}
+
+
+def test_every_module_has_a_floor() -> None:
+    for name in PACKAGE_MODULES:
+        floor(name)
+
+
+def test_no_import_from_a_floor_above() -> None:
+    upward = [
+        f"{name} (floor {floor(name)}) imports {dep} (floor {floor(dep)})"
+        for name, deps in graph().items()
+        for dep in deps
+        if floor(dep) > floor(name)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle() -> None:
+    g = graph()
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(g.get(node, ())):
+            if dep not in g:
+                continue
+            if state.get(dep) == 1:
+                cycles.append([*path[path.index(dep) :], dep] if dep in path else [*path, dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for name in sorted(g):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+def test_the_checker_sees_imports_and_cycles() -> None:
+    """The graph is not empty by accident: known edges are there."""
+    g = graph()
+    assert "gpucheck.protocol" in g["gpucheck.isolation"] and "gpucheck.protocol" in g["gpucheck.probes.child"]
+    assert "gpucheck.layers" in g["gpucheck.diagnosis"] and "gpucheck.rules.driver" in g["gpucheck.rules.memory"]
+    # isolation and the probe child no longer import each other (they share gpucheck.protocol).
+    assert "gpucheck.probes.child" not in g["gpucheck.isolation"]
+    assert "gpucheck.isolation" not in g["gpucheck.probes.child"]
+
+
+def _reads_environment(tree: ast.Module) -> list[str]:
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+            if node.attr in ("environ", "getenv", "environb", "putenv", "unsetenv"):
+                hits.append(f"os.{node.attr} (line {node.lineno})")
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            hits += [f"from os import {a.name}" for a in node.names if a.name in ("environ", "getenv")]
+    return hits
+
+
+def test_rules_never_read_the_environment() -> None:
+    readers = {
+        name: hits
+        for name, tree in modules().items()
+        if name.startswith("gpucheck.rules") and (hits := _reads_environment(tree))
+    }
+    assert readers == {}
+
+
+def test_rules_import_no_probe() -> None:
+    """Rules are pure functions of facts: they import facts, findings, settings, knowledge, other rules."""
+    wrong = {n: sorted(d for d in deps if d.startswith("gpucheck.probes") or d == "gpucheck.isolation")
+             for n, deps in graph().items() if n.startswith("gpucheck.rules")}
+    assert {n: d for n, d in wrong.items() if d} == {}
+
+
+def test_pytest_only_in_the_plugin_facing_modules() -> None:
+    importers = set()
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            )
+            if any(n.split(".")[0] in ("pytest", "_pytest") for n in names):
+                importers.add(name)
+    assert {n for n in importers if not n.startswith(PYTEST_MODULES)} == set()
+    assert "gpucheck.plugin" in importers  # the check is looking
+
+
+def test_the_registry_is_the_catalog_order_and_a_graph_of_known_layers() -> None:
+    names = [layer.name for layer in layers.LAYERS]
+    assert tuple(names) == catalog().layers
+    for i, layer in enumerate(layers.LAYERS):
+        # needs point at layers lower in the registry: the graph has no cycle and the order is topological.
+        assert all(names.index(n) < i for n in layer.needs), layer
+    assert layers.requires("hardware") == frozenset()
+    assert layers.requires("health") == {"visibility", "driver", "kernel", "hardware"}
+    assert "framework" not in layers.requires("resources")
+    assert layers.requires("cluster") >= {"framework", "libraries"} and "health" not in layers.requires("cluster")
+
+
+def test_every_catalog_layer_and_cause_need_is_a_registered_layer() -> None:
+    names = {layer.name for layer in layers.LAYERS}
+    for cause in catalog().causes.values():
+        assert cause.layer in names | {"run"}, cause
+        assert cause.needs in names | {"run"}, cause
+
+
+def test_check_files_are_the_registrys() -> None:
+    on_disk = {p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "checks").glob("checks_*.py")}
+    assert set(layers.check_files()) == on_disk
+
+
+@pytest.mark.parametrize("layer", [layer.name for layer in layers.LAYERS])
+def test_blocking_follows_the_needs_graph(layer: str) -> None:
+    """A broken layer blocks exactly the layers that need it, directly or through others."""
+    from gpucheck.diagnosis import layer_states
+    from gpucheck.model import Severity, finding
+
+    cause = next(c for c in catalog().causes.values() if c.layer == layer)
+    broken = finding(cause.id, Severity.BLOCKER, summary="s", cause="c", remedy="r")
+    checked = frozenset(n.name for n in layers.LAYERS)
+    states = {s.layer: s.state for s in layer_states((broken,), broken, checked)}
+    assert states[layer] == "broken"
+    for other in layers.LAYERS:
+        if other.name != layer:
+            expected = "blocked" if layer in layers.requires(other.name) else "ok"
+            assert states[other.name] == expected, (layer, other.name)

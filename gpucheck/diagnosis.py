@@ -12,6 +12,7 @@ import platform
 import sys
 import threading
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -25,6 +26,9 @@ from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
 from gpucheck.protocol import TIMEOUT_ENV
 from gpucheck.settings import Settings
+
+#: How long an abandoned diagnosis waits for the threads of its killed children to record them.
+ABANDON_WAIT_S = 2.0
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -155,17 +159,25 @@ class Diagnosis:
         self.runner.kill_all()
         if self._result is not None:
             return self._result
+        # The threads that ran the killed children record them as cancelled within moments.
+        futures.wait([p.future for p in self._pending.values()], timeout=ABANDON_WAIT_S)
         partial: dict[str, Any] = {}
+        finished: list[str] = []
+        cancelled: list[str] = []
         for pending in self._pending.values():
             if pending.future.done() and pending.future.exception() is None:
-                partial[pending.name] = to_json(pending.outcome())
+                outcome = pending.outcome()
+                partial[pending.name] = to_json(outcome)
+                (cancelled if outcome.exit.status == "cancelled" else finished).append(pending.name)
+            else:
+                cancelled.append(pending.name)
         incomplete = finding(
             "diagnosis-incomplete",
             Severity.BLOCKER,
             summary="The diagnosis did not finish: the run ended before every probe reported.",
             cause="pytest was interrupted (or stopped) while the probes were still running.",
             remedy="Run `pytest --gpucheck` again and let it finish; raise --gpucheck-timeout if a probe is slow.",
-            evidence={"finished_probes": sorted(partial)},
+            evidence={"finished_probes": sorted(set(finished)), "cancelled_probes": sorted(set(cancelled))},
         )
         return Result(None, partial, (incomplete,), incomplete, "not-accelerated", (), False)
 

@@ -608,7 +608,8 @@ class PlacementFacts:
 class ChildExit:
     """How a probe child process ended."""
 
-    #: "ok", "crashed" (signal or non-zero exit without a result), "timeout", "error" (could not start).
+    #: "ok", "crashed" (signal or non-zero exit without a result), "timeout", "error" (could not start),
+    #: "cancelled" (killed by gpucheck, or never started, because the run was interrupted).
     status: str
     returncode: int | None
     signal: str | None

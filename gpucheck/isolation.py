@@ -51,7 +51,7 @@ class ChildRunner:
             try:
                 with self._lock:
                     if self._closed:
-                        return _exit("error", None, start, [], "the run was interrupted before the probe started"), None
+                        return _exit("cancelled", None, start, [], "the run was interrupted before the probe started"), None
                     proc = subprocess.Popen(
                         cmd,
                         stdin=subprocess.DEVNULL,
@@ -75,6 +75,11 @@ class ChildRunner:
                 with self._lock:
                     self._live.discard(proc)
             lines = output.decode(errors="replace").splitlines() + _left_in_capture(Path(tmp))
+            with self._lock:
+                cancelled = self._closed
+            if cancelled and proc.returncode == -signal.SIGKILL:
+                # gpucheck itself killed it (the run was interrupted): neither a crash nor a result.
+                return _exit("cancelled", proc.returncode, start, lines, "stopped by gpucheck: the run was interrupted"), None
             if timed_out:
                 return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), None
             data, err = _read_facts(out)

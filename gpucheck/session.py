@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,9 @@ class GpucheckSession:
         self._check_ids: set[str] = set()
         self._outcomes: dict[str, dict[str, Any]] = {}
         self._written = False
+        #: Why the report could not be written at the end, if it could not.
+        self._write_error: str | None = None
+        self._previous_sigterm: Any = None
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -99,7 +104,19 @@ class GpucheckSession:
         else:
             # No path given: the suite alone, whatever testpaths or the current directory hold.
             config.args[:] = suite
+        self._treat_sigterm_as_interrupt()
         self.diagnosis = Diagnosis(self.settings)
+
+    def _treat_sigterm_as_interrupt(self) -> None:
+        """CI cancels a job with SIGTERM: end the run as Ctrl-C does (the children killed with their groups,
+        a partial report written with ``complete: false``), not as a process killed with nothing written."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(f"gpucheck: stopped by {signal.Signals(signum).name}")
+
+        self._previous_sigterm = signal.signal(signal.SIGTERM, interrupt)
 
     def result(self) -> Result:
         if self._result is None:
@@ -108,6 +125,9 @@ class GpucheckSession:
         return self._result
 
     def close(self) -> None:
+        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
         if self.diagnosis is not None and self._result is None:
             self._result = self.diagnosis.abandon()
         elif self.diagnosis is not None:
@@ -131,6 +151,22 @@ class GpucheckSession:
         """The check context of one built-in check."""
         return Check(self, request.node)
 
+    @pytest.fixture(scope="session", autouse=True)
+    @classmethod
+    def _gpucheck_suite_properties(cls, request: pytest.FixtureRequest, record_testsuite_property: Any) -> None:
+        """The verdict and the root cause as properties of the JUnit test suite (``--junitxml``)."""
+        session = current(request.config)
+        if session is None:
+            return
+        result = session.result()
+        record_testsuite_property("gpucheck.verdict", result.verdict)
+        rc = result.root_cause
+        if rc is not None:
+            record_testsuite_property("gpucheck.root_cause", rc.id)
+            record_testsuite_property("gpucheck.root_cause.layer", rc.layer)
+            record_testsuite_property("gpucheck.root_cause.summary", rc.summary)
+            record_testsuite_property("gpucheck.root_cause.remedy", rc.remedy)
+
     # --- reporting ----------------------------------------------------------------------
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -140,6 +176,11 @@ class GpucheckSession:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         rep = yield
         if item.nodeid in self._check_ids:
+            if rep.skipped and isinstance(rep.longrepr, tuple):
+                # The skip is the check's, not this module's: point at the check (as skip marks do), so that
+                # -rs and JUnit name it and -rs does not fold every check's skip into one line.
+                path, line = item.reportinfo()[:2]
+                rep.longrepr = (str(path), (line or 0) + 1, rep.longrepr[2])
             ids = item.stash.get(FINDING_IDS, [])
             entry = self._outcomes.setdefault(item.nodeid, {"nodeid": item.nodeid, "outcome": "passed", "finding_ids": []})
             entry["finding_ids"] = ids
@@ -155,10 +196,11 @@ class GpucheckSession:
         for line, markup in report.summary_lines(self.result()):
             tr.write_line(line, **markup)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if self.diagnosis is not None and self._result is None:
             self._result = self.diagnosis.abandon()
         self._write_json()
+        session.exitstatus = exit_status(int(exitstatus), self._result, self._write_error)
 
     def _write_json(self) -> None:
         self._written = True
@@ -171,4 +213,26 @@ class GpucheckSession:
             report.write_json(self.settings.json, result, list(self._outcomes.values()), self.settings)
         except OSError as exc:
             # Checked at start-up; this is a disk that filled or a directory removed meanwhile.
+            self._write_error = str(exc)
             sys.stderr.write(f"gpucheck: cannot write the report to {self.settings.json}: {exc}\n")
+
+
+#: The exit status when the run itself went well but the report could not be written (pytest's own codes
+#: are 0 to 5).
+EXIT_REPORT_NOT_WRITTEN = 6
+
+
+def exit_status(pytest_status: int, result: Result | None, write_error: str | None) -> int:
+    """The exit status of a --gpucheck run: pytest's own for an interrupt (2), an internal error (3) or a
+    usage error (4); otherwise never 0 (nor 5, nothing collected) when the verdict is not ``accelerated``,
+    CI gates on it: 1. A report that could not be written: 6."""
+    if pytest_status in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        return pytest_status
+    if write_error is not None:
+        return EXIT_REPORT_NOT_WRITTEN
+    if result is not None and result.verdict != "accelerated" and pytest_status in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
+    ):
+        return int(pytest.ExitCode.TESTS_FAILED)
+    return pytest_status

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,10 +178,13 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupt_writes_report_and_kills_probes(
-    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path]
+    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path], signum: signal.Signals
 ) -> None:
-    """Ctrl-C while cuInit hangs: the report is still written (atomically) and no probe child survives."""
+    """Ctrl-C, or the SIGTERM with which CI cancels a job, while cuInit hangs: the report is still written
+    (atomically, ``complete: false``), no probe child survives, and the probes gpucheck killed are recorded
+    as cancelled, not as crashes (nor as finished)."""
     scenario = json.loads((Path(__file__).parent / "scenarios/stack/cuinit-hangs.json").read_text())
     machine = fake_machine(scenario)
     report = tmp_path / "out" / "report.json"
@@ -200,7 +204,7 @@ def test_interrupt_writes_report_and_kills_probes(
     while time.monotonic() < deadline and len(_processes_with_env("GPUCHECK_FAKE_SCENARIO", marker)) < 3:
         time.sleep(0.2)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     try:
         out, _ = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -215,15 +219,83 @@ def test_interrupt_writes_report_and_kills_probes(
         except subprocess.TimeoutExpired:
             proc.kill()
             out, _ = proc.communicate()
-        pytest.fail(f"pytest did not end after SIGINT; threads {threads}, probe processes left {left}:\n{out.decode()}")
+        pytest.fail(f"pytest did not end after {signum.name}; threads {threads}, probe processes left {left}:\n{out.decode()}")
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()
     data = json.loads(report.read_text())
     assert data["verdict"] == "not-accelerated"
     assert data["root_cause"]["id"] == "diagnosis-incomplete"
     assert data["complete"] is False
+    evidence = data["root_cause"]["evidence"]
+    # cuInit hangs in the cuda and framework children: gpucheck killed them; neither finished.
+    assert {"cuda", "framework"} <= set(evidence["cancelled_probes"]), evidence
+    assert not {"cuda", "framework"} & set(evidence["finished_probes"]), evidence
+    for name, outcome in data["facts"].items():
+        assert outcome["exit"]["status"] != "crashed", (name, outcome["exit"])
+        if name in evidence["cancelled_probes"]:
+            assert outcome["exit"]["status"] == "cancelled", (name, outcome["exit"])
     assert [p.name for p in report.parent.iterdir()] == ["report.json"], "no temporary file left behind"
     time.sleep(0.5)
     assert _processes_with_env("GPUCHECK_FAKE_SCENARIO", marker) == []
+
+
+@needs_driverless_host
+@pytest.mark.parametrize(
+    "args",
+    [("-k", "cpu"), ("-m", "gpu"), ("--benchmark-only",), ("-k", "test_diagnosis_completed")],
+    ids=["k-deselects-every-check", "m-deselects-every-check", "benchmark-only-skips-them", "only-a-passing-check"],
+)
+def test_exit_status_is_never_0_unless_accelerated(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    """CI gates on the exit status: with the built-in checks deselected or skipped, the verdict (here
+    not-accelerated: no GPU) still decides it."""
+    # Run under xdist, the run under test would think itself an xdist worker (pytest-benchmark then refuses
+    # --benchmark-only).
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    report = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={report}", "-p", "no:cacheprovider", *args)
+    assert json.loads(report.read_text())["verdict"] == "not-accelerated"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+
+
+def test_exit_status_of_a_run() -> None:
+    """The table the README gives, as the function that applies it."""
+    from gpucheck.session import EXIT_REPORT_NOT_WRITTEN, exit_status
+
+    class R:
+        def __init__(self, verdict: str) -> None:
+            self.verdict = verdict
+
+    good, bad, degraded = R("accelerated"), R("not-accelerated"), R("degraded")
+    assert exit_status(0, good, None) == 0  # type: ignore[arg-type]
+    assert exit_status(0, bad, None) == 1  # type: ignore[arg-type]
+    assert exit_status(0, degraded, None) == 1  # type: ignore[arg-type]
+    assert exit_status(5, bad, None) == 1  # type: ignore[arg-type]
+    assert exit_status(5, good, None) == 5  # type: ignore[arg-type]
+    assert exit_status(1, good, None) == 1  # type: ignore[arg-type]
+    for own in (2, 3, 4):
+        assert exit_status(own, bad, "disk full") == own  # type: ignore[arg-type]
+    assert exit_status(0, good, "disk full") == EXIT_REPORT_NOT_WRITTEN  # type: ignore[arg-type]
+
+
+@needs_driverless_host
+def test_skips_name_the_check_and_junit_has_the_verdict(pytester: pytest.Pytester) -> None:
+    """-rs names each check where it is (not the plugin's line), one line a check; the JUnit suite carries the
+    verdict and the root cause as properties."""
+    xml = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-rs", f"--junitxml={xml}")
+    out = result.stdout.str()
+    assert "session.py" not in out and "decision.py" not in out
+    skipped = [ln for ln in out.splitlines() if ln.startswith("SKIPPED")]
+    assert any("checks_stack.py:" in ln and "blocked by no-nvidia-gpu" in ln for ln in skipped), skipped
+    assert len(skipped) >= 20, skipped  # not folded into one "[30] ... blocked by" line
+    suite = next(ET.parse(xml).getroot().iter("testsuite"))
+    props = {p.get("name"): p.get("value") for p in suite.find("properties") or []}
+    assert props["gpucheck.verdict"] == "not-accelerated"
+    assert props["gpucheck.root_cause"] == "no-nvidia-gpu" and props["gpucheck.root_cause.layer"] == "hardware"
+    case = next(tc for tc in ET.parse(xml).getroot().iter("testcase") if tc.get("name") == "test_libcuda_loads")
+    skip = case.find("skipped")
+    assert skip is not None and re.search(r"checks_stack\.py:\d+: blocked by no-nvidia-gpu$", skip.text or ""), skip
 
 
 def test_report_json_written_atomically_to_new_directory(

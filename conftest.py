@@ -3,14 +3,17 @@ way to run ``pytest --gpucheck`` on them in a subprocess and read its JSON repor
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from gpucheck.report import report_schema
 from tests import fakelibs
 
 
@@ -72,9 +75,26 @@ def fake_machine(
     return make
 
 
+@functools.cache
+def report_validator() -> jsonschema.protocols.Validator:
+    """The published schema of the report (gpucheck/data/report.schema.json), checked itself first."""
+    schema = report_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate_report(report: dict[str, Any], where: object = "the report") -> None:
+    """Fail the test when ``report`` does not follow the published schema, naming every violation."""
+    errors = sorted(report_validator().iter_errors(report), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"  at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message[:300]}" for e in errors[:20]]
+        pytest.fail(f"{where} does not follow gpucheck/data/report.schema.json:\n" + "\n".join(lines), pytrace=False)
+
+
 @pytest.fixture
 def run_gpucheck(pytester: pytest.Pytester) -> Callable[..., GpucheckRun]:
-    """Run ``pytest --gpucheck`` in a subprocess (in pytester's directory) and read its JSON report."""
+    """Run ``pytest --gpucheck`` in a subprocess (in pytester's directory) and read its JSON report,
+    which must follow the published schema (gpucheck/data/report.schema.json)."""
 
     def run(*args: str, timeout: float = 300) -> GpucheckRun:
         report_path = pytester.path / "gpucheck-report.json"
@@ -82,6 +102,8 @@ def run_gpucheck(pytester: pytest.Pytester) -> Callable[..., GpucheckRun]:
             "--gpucheck", f"--gpucheck-json={report_path}", "-p", "no:cacheprovider", *args, timeout=timeout
         )
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
+        if report:
+            validate_report(report, report_path)
         return GpucheckRun(result, report)
 
     return run

@@ -14,7 +14,7 @@ from gpucheck.facts import Facts
 from gpucheck.layers import independent_of
 from gpucheck.model import Finding
 from gpucheck.rules.devicemap import device_map_lines
-from gpucheck.settings import Settings, report_target
+from gpucheck.settings import Settings, one_line, report_target
 
 SCHEMA = "gpucheck-report/1"
 #: The JSON Schema of the report, in the package (gpucheck/data/report.schema.json).
@@ -179,7 +179,7 @@ class ReportWriteError(OSError):
     PATH: why"), naming the path the user gave, never a temporary file."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"cannot write the report to {path}: {reason}")
+        super().__init__(one_line(f"cannot write the report to {path}: {reason}"))
         self.path = path
         self.reason = reason
 
@@ -288,7 +288,8 @@ def _create_temporary(given: str, directory: str, name: str) -> tuple[int, str]:
     """A new file beside the target, created as ``open(path, "w")`` creates one: mode 0o666 less the
     umask (the kernel applies it, and a default ACL), not mkstemp's 0o600."""
     for _ in range(100):
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{name}.{os.urandom(4).hex()}.tmp")
+        # The target's name, shortened: the temporary one must fit in NAME_MAX too.
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{name[:64]}.{os.urandom(4).hex()}.tmp")
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
         except FileExistsError:

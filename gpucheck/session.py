@@ -213,8 +213,9 @@ class GpucheckSession:
             report.write_json(self.settings.json, result, list(self._outcomes.values()), self.settings)
         except OSError as exc:
             # Checked at start-up; this is a disk that filled or a directory removed meanwhile.
+            # The message is the sentence ("cannot write the report to PATH: why"); on a line of its own.
             self._write_error = str(exc)
-            sys.stderr.write(f"gpucheck: cannot write the report to {self.settings.json}: {exc}\n")
+            sys.stderr.write(f"\ngpucheck: {exc}\n")
 
 
 #: The exit status when the run itself went well but the report could not be written (pytest's own codes

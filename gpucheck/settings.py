@@ -228,8 +228,14 @@ def parse_report_path(text: str) -> str:
         target = report_target(text)
         check_report_writable(target)
     except ValueError as exc:
-        raise ValueError(f"cannot write the report to {text}: {exc}") from None
+        raise ValueError(one_line(f"cannot write the report to {text}: {exc}")) from None
     return os.path.abspath(text)
+
+
+def one_line(message: str) -> str:
+    """The message with control characters (a newline in a path) and undecodable bytes escaped, so the
+    usage error stays one printable line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)

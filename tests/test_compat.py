@@ -12,10 +12,15 @@ against those rows the same way, and a finding that quotes such a row says where
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
 from gpucheck import knowledge
+from gpucheck.facts import CudaCall, CudaDevice, CudaDriverFacts, LibraryLoad
 from gpucheck.rules import compat
+from gpucheck.settings import Settings
 
 #: (toolkit as NVIDIA names it, version, minimum Linux x86_64 driver). CUDA 10.0 to 13.x.
 PUBLISHED: list[tuple[str, str, str]] = [
@@ -222,6 +227,7 @@ def test_minor_version_compatibility_says_where_the_required_driver_comes_from(
     assert judgement.status == "minor-version-compatibility"
     found = compat._minor_version_compatibility(judgement, driver, {})
     assert found.severity.name == "INFO"
+    assert found.id == "driver-minor-version-compat" and found.layer == "compatibility"
     if needs is None:
         assert f"install a driver of CUDA {build} or newer " in found.remedy
     else:
@@ -337,3 +343,46 @@ def test_device_map_joins_nvml_cuda_and_tensorflow_on_the_pci_bus_id() -> None:
 )
 def test_cudnn_support_matrix(cudnn: str, cuda_major: int, ok: bool | None) -> None:
     assert knowledge.cudnn_supports_cuda(cudnn, cuda_major) is ok
+
+
+def _compat_facts(driver: str, driver_cuda: int, cc: tuple[int, int]) -> Any:
+    """Just what compat_rules reads: the kernel module's version, the CUDA driver's answer with one
+    device, TensorFlow 2.21's build (CUDA 12.5.1)."""
+    lib = LibraryLoad("libcuda.so.1", True, f"/usr/lib/x86_64-linux-gnu/libcuda.so.{driver}", None)
+    dev = CudaDevice(0, "Tesla T4", cc[0], cc[1], 16 * 1024**3, "00000000:00:04.0", None, None)
+    cuda = CudaDriverFacts(lib, CudaCall("cuInit", 0, "CUDA_SUCCESS", None), driver_cuda, 1, devices=(dev,))
+    build = {"is_cuda_build": True, "cuda_version": "12.5.1", "cuda_compute_capabilities": TF221}
+    tf = SimpleNamespace(version="2.21.0", build_info=build)
+    return SimpleNamespace(
+        kernel=SimpleNamespace(module_version=driver),
+        cuda=SimpleNamespace(facts=cuda),
+        nvml=SimpleNamespace(facts=None),
+        libraries=None,
+        framework=SimpleNamespace(facts=tf),
+        environment={},
+    )
+
+
+def test_minor_version_compatibility_is_not_driver_too_old() -> None:
+    """Issue 12, defect 7: a 550 driver (CUDA 12.4) runs TensorFlow's CUDA 12.5.1 under minor version
+    compatibility: a note with an id of its own, never driver-too-old, which fleets count as broken."""
+    found = compat.compat_rules(_compat_facts("550.54.15", 12040, (7, 5)), Settings())
+    assert [(f.id, f.severity.value) for f in found] == [("driver-minor-version-compat", "info")]
+    old = compat.compat_rules(_compat_facts("470.82.01", 11040, (7, 5)), Settings())
+    assert [(f.id, f.severity.value) for f in old] == [("driver-too-old", "blocker")]
+    # PTX only (an H100 under this build) on the same driver: it cannot JIT-compile CUDA 12.5 PTX.
+    ptx = compat.compat_rules(_compat_facts("550.54.15", 12040, (9, 0)), Settings())
+    assert [(f.id, f.severity.value) for f in ptx] == [("driver-too-old", "blocker")]
+
+
+def test_every_info_finding_of_compat_has_an_id_of_its_own() -> None:
+    """One id, one cause, at one severity: the ids compat emits as info are never emitted as faults."""
+    cases = [("550.54.15", 12040, (7, 5)), ("470.82.01", 11040, (7, 5)), ("550.54.15", 12040, (9, 0)),
+             ("555.42.06", 12050, (7, 5)), ("555.42.06", 12050, (9, 0))]
+    seen: dict[str, set[str]] = {}
+    for driver, cuda, cc in cases:
+        for f in compat.compat_rules(_compat_facts(driver, cuda, cc), Settings()):
+            seen.setdefault(f.id, set()).add(f.severity.value)
+    assert seen["driver-too-old"] == {"blocker"}
+    assert seen["driver-minor-version-compat"] == {"info"}
+

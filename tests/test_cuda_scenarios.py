@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
+from gpucheck.layers import requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "cuda"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))
@@ -70,11 +71,11 @@ def test_scenario(
     for name in expect.get("failed_checks", []):
         assert name in failed, (name, failed)
     run.result.stdout.fnmatch_lines(expect.get("output", []))
-    # The root cause's layer is the lowest broken one; checked layers above it are blocked.
-    layers = [entry["layer"] for entry in run.report["layers"]]
-    rc_rank = layers.index(run.report["root_cause"]["layer"])
+    # The root cause's layer is the lowest broken one; checked layers that need it are blocked (the needs
+    # graph: NVML's resources and health readings do not need TensorFlow).
+    rc_layer = run.report["root_cause"]["layer"]
     for entry in run.report["layers"]:
-        if layers.index(entry["layer"]) > rc_rank and entry["state"] != "not checked":
+        if rc_layer in requires(entry["layer"]) and entry["state"] != "not checked":
             assert entry["state"] == "blocked", entry
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from gpucheck.facts import (
     CudaCall,
+    CudaDevice,
+    CudaDriverFacts,
     LibraryLoad,
     NvmlEcc,
     NvmlFacts,
@@ -167,15 +169,53 @@ def _pcie_pair(read: int, nvlink: int = 5) -> NvmlLink:
     return NvmlLink(0, 1, p2p_read=read, p2p_nvlink=nvlink, topology=50)
 
 
-def test_p2p_missing_between_independent_gpus_is_not_reported() -> None:
+def test_p2p_missing_between_independent_gpus_is_a_note_not_a_fault() -> None:
+    """Issue 12, defect 8: two GPUs TensorFlow uses without P2P are named, with what it costs; not as the
+    fault p2p-unavailable (one id, one cause, at one severity), since nothing says they must cooperate."""
     nf = nvml_facts([gpu(0), gpu(1)], [_pcie_pair(2)])
+    (f,) = nvml._p2p(nf, Settings())
+    assert f.id == "p2p-unavailable-note" and f.severity is Severity.INFO and not f.is_fault
+    assert f.layer == "health"
+    assert "every all-reduce of MirroredStrategy" in f.summary and "host memory" in f.summary
+    assert "GeForce" in f.remedy and "--gpucheck-expect-gpus=2" in f.remedy
+    assert f.evidence["gpus_used"] == [0, 1]
+    assert f.evidence["pairs"][0]["p2p_read"] == "GPU not supported"
+
+
+def test_p2p_note_only_between_gpus_tensorflow_uses() -> None:
+    """CUDA_VISIBLE_DEVICES=0 on a two-GPU machine: TensorFlow uses one GPU, so P2P costs it nothing."""
+    nf = nvml_facts([gpu(0), gpu(1), gpu(2)], [_pcie_pair(2), NvmlLink(0, 2, 0, 5, 10), NvmlLink(1, 2, 2, 5, 50)])
+    assert nvml._p2p(nf, Settings(), (frozenset({0}), "the GPUs the CUDA driver enumerates")) == []
+    assert nvml._p2p(nf, Settings(), (frozenset({0, 2}), "the GPUs the CUDA driver enumerates")) == []
+    (f,) = nvml._p2p(nf, Settings(), (frozenset({0, 1}), "the GPUs TensorFlow registered"))
+    assert [p["gpus"] for p in f.evidence["pairs"]] == [[0, 1]]
+    assert f.evidence["gpus_used_from"] == "the GPUs TensorFlow registered"
+    assert nvml._p2p(nvml_facts([gpu(0)]), Settings()) == []
+
+
+def test_p2p_note_leaves_out_unusable_gpus() -> None:
+    prohibited = gpu(1, compute_mode=2)
+    nf = nvml_facts([gpu(0), prohibited], [_pcie_pair(2)])
     assert nvml._p2p(nf, Settings()) == []
+
+
+def test_framework_gpus_prefers_what_cuda_enumerates_over_nvml() -> None:
+    """NVML lists every GPU whatever CUDA_VISIBLE_DEVICES says; the CUDA driver enumerates those left."""
+    nf = nvml_facts([gpu(0), gpu(1)], [_pcie_pair(2)])
+    dev = CudaDevice(0, "NVIDIA A100 80GB PCIe", 8, 0, 80 * GiB, "00000000:11:00.0", None, None)
+    cuda = CudaDriverFacts(nf.library, CudaCall("cuInit", 0, "CUDA_SUCCESS", None), 12040, 1, devices=(dev,))
+    facts: Any = SimpleNamespace(
+        nvml=SimpleNamespace(facts=nf), cuda=SimpleNamespace(facts=cuda), framework=None, placement=None
+    )
+    assert nvml.framework_gpus(facts) == (frozenset({1}), "the GPUs the CUDA driver enumerates (CUDA_VISIBLE_DEVICES applied)")
+    facts.cuda = SimpleNamespace(facts=None)
+    assert nvml.framework_gpus(facts) == (None, "the GPUs NVML lists")
 
 
 def test_p2p_missing_where_the_user_expects_gpus_to_cooperate() -> None:
     nf = nvml_facts([gpu(0), gpu(1)], [_pcie_pair(1)])
     (f,) = nvml._p2p(nf, Settings(expect_gpus=2))
-    assert f.id == "p2p-unavailable" and "ACS" in f.remedy
+    assert f.id == "p2p-unavailable" and f.severity is Severity.DEGRADED and "ACS" in f.remedy
     assert f.evidence["pairs"] == [{"gpus": [0, 1], "p2p_read": "chipset not supported", "nvlink": "not supported",
                                     "topology": "across CPU sockets (SMP interconnect)"}]
 

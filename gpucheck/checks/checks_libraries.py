@@ -15,7 +15,9 @@ def test_gpu_architecture_supported(gpucheck_check: Check) -> None:
 
 def test_no_ptx_jit_at_start(gpucheck_check: Check) -> None:
     """Does every GPU run native SASS, or will its kernels be JIT-compiled from PTX (slow first start)?"""
-    gpucheck_check.verify("compatibility", ("ptx-jit-compilation",), requires=("gpu-arch-unsupported",))
+    gpucheck_check.verify(
+        "compatibility", ("ptx-jit-compilation", "ptx-jit-cache-disabled"), requires=("gpu-arch-unsupported",)
+    )
 
 
 def test_cuda_runtime_libraries_load(gpucheck_check: Check) -> None:

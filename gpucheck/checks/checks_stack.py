@@ -60,7 +60,7 @@ def test_visible_devices_env(gpucheck_check: Check) -> None:
 
 def test_driver_new_enough(gpucheck_check: Check) -> None:
     """Is the driver new enough for the CUDA that the libraries were built with?"""
-    gpucheck_check.verify("compatibility", ("driver-too-old",))
+    gpucheck_check.verify("compatibility", ("driver-too-old", "driver-minor-version-compat"))
 
 
 def test_tensorflow_importable(gpucheck_check: Check) -> None:

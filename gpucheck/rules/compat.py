@@ -118,7 +118,7 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
             continue
         if verdict.status == "unsupported":
             out.append(_arch_unsupported(dev, verdict, build))
-        elif verdict.status == "ptx" and not any(f.id == "driver-too-old" and f.is_fault for f in out):
+        elif verdict.status == "ptx" and not any(f.id == "driver-too-old" for f in out):
             out.append(_ptx_jit(dev, verdict, build, facts.environment))
     return out
 
@@ -137,8 +137,10 @@ def _rank(status: str) -> int:
 def _minor_version_compatibility(
     j: knowledge.DriverJudgement, driver: str | None, evidence: dict[str, Any]
 ) -> Finding:
+    """A note that the build runs: an id of its own, never driver-too-old (one id, one cause, at one
+    severity: a fleet that counts driver-too-old must not count machines that work)."""
     return finding(
-        "driver-too-old",
+        "driver-minor-version-compat",
         Severity.INFO,
         summary=(
             f"Driver {driver or j.driver_cuda} (CUDA {j.driver_cuda}) is older than CUDA "
@@ -272,7 +274,8 @@ def _ptx_jit(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: Build, en
     maxsize = env.get("CUDA_CACHE_MAXSIZE")
     path = env.get("CUDA_CACHE_PATH")
     return finding(
-        "ptx-jit-compilation",
+        # One id, one cause at one severity: a JIT that works is a note, a JIT with its cache off is a fault.
+        "ptx-jit-cache-disabled" if disabled else "ptx-jit-compilation",
         Severity.DEGRADED if disabled else Severity.INFO,
         summary=(
             f"GPU {dev.ordinal} ({dev.name}, compute capability {verdict.compute_capability}) has no SASS in this "

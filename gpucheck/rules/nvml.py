@@ -12,6 +12,7 @@ from typing import Any
 
 from gpucheck.facts import Facts, NvmlFacts, NvmlGpu, NvmlLink
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.rules.devicemap import device_map
 from gpucheck.settings import Settings, memory_bytes
 
 NVML_GPU_IS_LOST = 15
@@ -125,7 +126,7 @@ def nvml_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out += _ecc(gpu)
         out += _clocks(gpu)
         out += _pcie(gpu)
-    out += _p2p(nf, settings)
+    out += _p2p(nf, settings, framework_gpus(facts))
     return out
 
 
@@ -486,43 +487,86 @@ def cooperating(nf: NvmlFacts, settings: Settings) -> str | None:
     return None
 
 
-def _p2p(nf: NvmlFacts, settings: Settings) -> list[Finding]:
-    why = cooperating(nf, settings)
-    if why is None:
-        return []
+def framework_gpus(facts: Facts) -> tuple[frozenset[int] | None, str]:
+    """The NVML indices of the GPUs TensorFlow uses, or would once it works, and who says so: those it
+    registered (joined to NVML on the PCI bus id), else those the CUDA driver enumerates (after
+    CUDA_VISIBLE_DEVICES), else None: every GPU NVML lists (NVML knows nothing of CUDA_VISIBLE_DEVICES)."""
+    rows = device_map(facts)
+    registered = {r.nvml_index for r in rows if r.nvml_index is not None and r.tensorflow is not None}
+    if registered:
+        return frozenset(registered), "the GPUs TensorFlow registered"
+    cf = facts.cuda.facts
+    if cf is not None and cf.devices:
+        enumerated = {r.nvml_index for r in rows if r.nvml_index is not None and r.cuda_ordinal is not None}
+        return frozenset(enumerated), "the GPUs the CUDA driver enumerates (CUDA_VISIBLE_DEVICES applied)"
+    return None, "the GPUs NVML lists"
+
+
+def _p2p(
+    nf: NvmlFacts, settings: Settings, used: tuple[frozenset[int] | None, str] = (None, "the GPUs NVML lists")
+) -> list[Finding]:
+    """Missing peer-to-peer access: ``p2p-unavailable`` (degraded) where the GPUs are meant to work
+    together; else, between two or more GPUs TensorFlow uses (``used``), ``p2p-unavailable-note`` (info),
+    which says what it costs. Two ids, since one id is one cause at one severity (DESIGN.md): a fleet
+    counting p2p-unavailable counts the machines whose multi-GPU jobs are hurt, not every workstation
+    with two GeForce cards."""
     by_index = {g.index: g for g in nf.gpus}
+
+    def ok(i: int) -> bool:
+        g = by_index.get(i)
+        return g is not None and usable(g)
+
     bad: list[NvmlLink] = [
-        link
-        for link in nf.links
-        if link.p2p_read not in (0, None)
-        and usable(by_index[link.a])
-        and usable(by_index[link.b])
+        link for link in nf.links if link.p2p_read not in (0, None) and ok(link.a) and ok(link.b)
     ]
-    if not bad:
+    why = cooperating(nf, settings)
+    if why is not None:
+        return _p2p_unavailable(bad, why) if bad else []
+    indices, source = used
+    gpus = sorted(i for i in (indices if indices is not None else by_index) if ok(i))
+    among = [link for link in bad if link.a in gpus and link.b in gpus]
+    if len(gpus) < 2 or not among:
         return []
-    statuses = sorted({link.p2p_read for link in bad if link.p2p_read is not None})
-    pairs = [
+    return [_p2p_note(among, gpus, source)]
+
+
+def _p2p_pairs(links: list[NvmlLink]) -> list[dict[str, Any]]:
+    return [
         {
             "gpus": [link.a, link.b],
             "p2p_read": P2P_STATUS.get(link.p2p_read or 0, str(link.p2p_read)),
             "nvlink": P2P_STATUS.get(link.p2p_nvlink, str(link.p2p_nvlink)) if link.p2p_nvlink is not None else None,
             "topology": TOPOLOGY.get(link.topology, str(link.topology)) if link.topology is not None else None,
         }
-        for link in bad
+        for link in links
     ]
+
+
+def _p2p_statuses(links: list[NvmlLink]) -> list[int]:
+    return sorted({link.p2p_read for link in links if link.p2p_read is not None})
+
+
+def _p2p_status_text(statuses: list[int]) -> str:
+    return ", ".join(sorted({P2P_STATUS.get(s, str(s)) for s in statuses}))
+
+
+def _p2p_remedy(statuses: list[int]) -> str:
     if 2 in statuses:
-        remedy = (
+        return (
             "These GPUs do not support peer-to-peer (GeForce cards since the RTX 40 series, for example): multi-GPU "
             "work goes through host memory. Use GPUs with P2P or NVLink for tightly coupled training."
         )
-    elif 4 in statuses:
-        remedy = "A driver registry key disables P2P: remove it (NVreg_RegistryDwords with a P2P key in /etc/modprobe.d) and reload the driver."
-    else:
-        remedy = (
-            "The PCIe path between the GPUs blocks P2P: disable ACS on the PCIe switches / root ports and use "
-            "`iommu=pt` (or turn the IOMMU off) on bare metal; in a VM, P2P needs the hypervisor's support. "
-            "Until then NCCL must fall back to host memory (NCCL_P2P_DISABLE=1) or it hangs."
-        )
+    if 4 in statuses:
+        return "A driver registry key disables P2P: remove it (NVreg_RegistryDwords with a P2P key in /etc/modprobe.d) and reload the driver."
+    return (
+        "The PCIe path between the GPUs blocks P2P: disable ACS on the PCIe switches / root ports and use "
+        "`iommu=pt` (or turn the IOMMU off) on bare metal; in a VM, P2P needs the hypervisor's support. "
+        "Until then NCCL must fall back to host memory (NCCL_P2P_DISABLE=1) or it hangs."
+    )
+
+
+def _p2p_unavailable(bad: list[NvmlLink], why: str) -> list[Finding]:
+    statuses = _p2p_statuses(bad)
     n = len({i for link in bad for i in (link.a, link.b)})
     return [
         finding(
@@ -534,10 +578,38 @@ def _p2p(nf: NvmlFacts, settings: Settings) -> list[Finding]:
             ),
             cause=(
                 "nvmlDeviceGetP2PStatus(read) answers "
-                + ", ".join(sorted({P2P_STATUS.get(s, str(s)) for s in statuses}))
+                + _p2p_status_text(statuses)
                 + ": collectives (NCCL all-reduce in MirroredStrategy) go through host memory, much slower, or hang."
             ),
-            remedy=remedy,
-            evidence={"why_cooperating": why, "pairs": pairs},
+            remedy=_p2p_remedy(statuses),
+            evidence={"why_cooperating": why, "pairs": _p2p_pairs(bad)},
         )
     ]
+
+
+def _p2p_note(among: list[NvmlLink], gpus: list[int], source: str) -> Finding:
+    statuses = _p2p_statuses(among)
+    pairs = ", ".join(f"GPU {link.a} and GPU {link.b}" for link in among[:4]) + (
+        f" and {len(among) - 4} more pair(s)" if len(among) > 4 else ""
+    )
+    return finding(
+        "p2p-unavailable-note",
+        Severity.INFO,
+        summary=(
+            f"No peer-to-peer access between {pairs}: every all-reduce of MirroredStrategy across them goes "
+            "through host memory."
+        ),
+        cause=(
+            f"nvmlDeviceGetP2PStatus(read) answers {_p2p_status_text(statuses)} between {len(among)} pair(s) of the "
+            f"{len(gpus)} GPUs TensorFlow uses ({source}). Without P2P, NCCL (the all-reduce of MirroredStrategy) "
+            "stages every transfer through host memory: each gradient crosses PCIe twice and the CPU's memory once, "
+            "so training on several GPUs scales worse than it could. Nothing says these GPUs must work together "
+            "(no --gpucheck-expect-gpus, no NVLink), so this is a note, not the fault p2p-unavailable."
+        ),
+        remedy=(
+            "Nothing is needed for one job per GPU. For training across these GPUs: "
+            + _p2p_remedy(statuses)
+            + f" To make it a check, run with --gpucheck-expect-gpus={len(gpus)}."
+        ),
+        evidence={"gpus_used": gpus, "gpus_used_from": source, "pairs": _p2p_pairs(among)},
+    )

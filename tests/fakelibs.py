@@ -8,6 +8,12 @@ TensorFlow reads the driver version from that file name (../shared/PITFALLS.md).
 Scenarios are JSON files under tests/scenarios; :func:`flatten` turns one into
 the ``key=value`` lines that ``tests/fakes/fakecfg.h`` reads through
 ``GPUCHECK_FAKE_SCENARIO``.
+
+GPU memory is shared by the processes of one fake machine, as on a real GPU: the fake libcuda
+records what each process holds in a ledger beside the scenario file (:func:`ledger_path`,
+``tests/fakes/fakeledger.h``), its cuMemGetInfo and the fake NVML's memory and process queries read
+it, and a process that dies gives its memory back. :func:`hold_gpu_memory` starts a process that
+holds some.
 """
 
 from __future__ import annotations
@@ -15,8 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import shutil
 import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +99,11 @@ def _stub_dir(cc: str, sonames: tuple[str, ...], cache_dir: Path) -> Path:
     return stubs
 
 
+def _headers() -> str:
+    """Every header the fakes include (fakecfg.h, fakeledger.h): part of each build's cache key."""
+    return "".join(h.read_text() for h in sorted(FAKES.glob("*.h")))
+
+
 def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Path:
     """Compile ``lib`` (cached per source content) and install it into ``out_dir`` as
     ``<stem>.so.<version>`` plus the ``soname`` link. Returns ``out_dir``."""
@@ -97,7 +112,7 @@ def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Pat
         raise RuntimeError("no C compiler (cc, gcc or clang) on PATH")
     src = FAKES / lib.source
     digest = hashlib.sha256(
-        (src.read_text() + (FAKES / "fakecfg.h").read_text() + " ".join(lib.defines + lib.needs)).encode()
+        (src.read_text() + _headers() + " ".join(lib.defines + lib.needs)).encode()
     ).hexdigest()[:16]
     built = cache_dir / f"{lib.soname}-{digest}.so"
     if not built.exists():
@@ -156,8 +171,10 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
     """Lay out a host view for GPUCHECK_HOST_ROOT from a scenario's ``host`` section:
 
     ``pci``: list of {bus_id, vendor, device, class, driver}; ``module_version``: the nvidia module's
-    version (writes /proc/driver/nvidia/version and /sys/module/nvidia) or null; ``modules``: other
-    loaded modules; ``dev``: device node names, each a link to /dev/null (a character device anyone may open).
+    version (writes /proc/driver/nvidia/version and /sys/module/nvidia) or null; ``version_line``: the
+    first line of /proc/driver/nvidia/version as a real machine wrote it (default: one naming
+    ``module_version``); ``modules``: other loaded modules; ``dev``: device node names, each a link to
+    /dev/null (a character device anyone may open).
     """
     pci = root / "sys/bus/pci/devices"
     pci.mkdir(parents=True, exist_ok=True)
@@ -176,10 +193,10 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
     if version:
         proc = root / "proc/driver/nvidia"
         proc.mkdir(parents=True, exist_ok=True)
-        (proc / "version").write_text(
-            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)\n"
-            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+        line = host.get("version_line") or (
+            f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  (dvs-builder@U16-I3-B03-4-3)"
         )
+        (proc / "version").write_text(line + "\n" + "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
         (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)
     for module in host.get("modules", []):
         (root / "sys/module" / module).mkdir(parents=True, exist_ok=True)
@@ -188,3 +205,99 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
     for node in host.get("dev", []):
         (dev_dir / node).symlink_to("/dev/null")
     return root
+
+
+# --- GPU memory shared across the processes of a fake machine -------------------------------------
+
+HOLDMEM = FAKES / "holdmem.c"
+
+
+def ledger_path(env: Mapping[str, str] | None = None) -> Path | None:
+    """The memory ledger of the machine ``env`` (default: this process's environment) describes:
+    ``$GPUCHECK_FAKE_SCENARIO.ledger`` unless the scenario names one (key ``memory_ledger``)."""
+    env = os.environ if env is None else env
+    scenario = env.get("GPUCHECK_FAKE_SCENARIO")
+    if not scenario:
+        return None
+    for line in Path(scenario).read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key == "memory_ledger" and value:
+            return Path(value)
+    return Path(scenario + ".ledger")
+
+
+def _default_tool_cache() -> Path:
+    return Path(tempfile.gettempdir()) / f"gpucheck-fake-tools-{os.getuid()}"
+
+
+def build_holder(cache_dir: Path | None = None) -> Path:
+    """Compile tests/fakes/holdmem.c (cached by content) and return the executable's path."""
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler (cc, gcc or clang) on PATH")
+    cache_dir = cache_dir or _default_tool_cache()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(HOLDMEM.read_bytes()).hexdigest()[:16]
+    exe = cache_dir / f"holdmem-{digest}"
+    if not exe.exists():
+        tmp = cache_dir / f"holdmem-{digest}.{os.getpid()}.tmp"
+        cmd = [cc, "-O1", "-Wall", "-o", str(tmp), str(HOLDMEM), "-ldl"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"compiling {HOLDMEM.name} failed:\n{proc.stderr}")
+        tmp.replace(exe)
+    return exe
+
+
+def hold_gpu_memory(
+    gpu: int,
+    nbytes: int | None = None,
+    *,
+    leave: int | None = None,
+    env: Mapping[str, str] | None = None,
+    cache_dir: Path | None = None,
+    timeout: float = 30.0,
+) -> subprocess.Popen[str]:
+    """Start a process that holds ``nbytes`` of GPU memory on CUDA device ``gpu`` (an ordinal, after
+    CUDA_VISIBLE_DEVICES) through the fake libcuda, and return it once it holds them.
+
+    ``leave=X`` instead of ``nbytes``: hold everything but X bytes of what the helper sees free in its
+    own context. The helper's context costs the scenario's ``gpus.N.context_memory`` besides what it
+    allocates (NVML lists it with both), and so does the context of the next process: that one sees
+    X - context_memory free. To leave a new process F bytes, pass ``leave=F + context_memory``.
+
+    ``env`` is the environment of the fake machine (default: this process's, which the
+    ``fake_machine`` fixture sets: LD_LIBRARY_PATH, GPUCHECK_FAKE_SCENARIO). The process holds the
+    memory until it is killed (``proc.kill(); proc.wait()``, or ``terminate``); the fake driver then
+    gives it back. Raises RuntimeError, with what the helper printed, if it could not allocate
+    (e.g. ``failed cuMemAlloc_v2 2``: out of memory) or did not report within ``timeout`` seconds.
+    """
+    if (nbytes is None) == (leave is None):
+        raise TypeError("hold_gpu_memory needs nbytes or leave, not both")
+    amount = str(nbytes) if leave is None else f"free-{leave}"
+    exe = build_holder(cache_dir)
+    proc = subprocess.Popen(
+        [str(exe), str(gpu), amount],
+        env=dict(os.environ if env is None else env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = ""
+    # The helper prints one line, "held ..." or "failed ...", so waiting on the pipe then reading a line
+    # does not block past the deadline.
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            continue
+        line = proc.stdout.readline()
+        if line.startswith("held "):
+            return proc
+        if not line or line.startswith("failed "):
+            break
+    if proc.poll() is None:
+        proc.kill()
+    out = line + (proc.communicate(timeout=5)[0] or "")
+    raise RuntimeError(f"holdmem {gpu} {amount} did not hold the memory (status {proc.returncode}): {out.strip()}")

@@ -5,18 +5,40 @@
  *         gpus.count           device count after a successful cuInit
  *         gpus.N.name, gpus.N.cc_major, gpus.N.cc_minor, gpus.N.memory_total (bytes), gpus.N.pci_bus_id
  *         gpus.N.uuid          "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (cuDeviceGetUuid)
- *         gpus.N.memory_used   bytes in use by others (cuMemGetInfo's free = total - used), or
- *         gpus.N.memory_free   bytes free, as cuMemGetInfo reports it in a context
+ *         gpus.N.memory_reserved  bytes the driver keeps (NVML's "reserved"): cuDeviceTotalMem is
+ *                              memory_total - memory_reserved, as on a real GPU (default 0)
+ *         gpus.N.memory_used   bytes in use by processes the scenario only describes (static), or
+ *         gpus.N.memory_free   bytes free before any process of this machine allocates (instead of
+ *                              total - used)
+ *         gpus.N.context_memory  bytes a process's context costs on the GPU (a real H100 shows about
+ *                              500 MiB a process); default 0, so a context alone costs nothing
+ *         gpus.N.cuda_pci_bus_id  what cuDeviceGetPCIBusId answers, when it differs in form from NVML's
+ *                              pci_bus_id (a real driver: "0000:00:06.0" here, "00000000:00:06.0" in NVML)
+ *         memory_ledger        path of the machine's memory ledger (default: $GPUCHECK_FAKE_SCENARIO.ledger)
  *         gpus.N.ctx           CUresult of cuDevicePrimaryCtxRetain / cuCtxCreate (e.g. 2 = out of memory)
- *         gpus.N.sm_count      multiprocessors (default 80); other shape attributes are an A100's
+ *         gpus.N.sm_count      multiprocessors (default 80); gpus.N.clock_rate_khz, .memory_clock_khz,
+ *                              .memory_bus_width, .l2_cache_bytes (defaults: an A100's); other shape
+ *                              attributes are an A100's
  *         kernels.launch       CUresult of cuLaunchKernel (default 0: accepted and not run, see below)
  * CUDA ordinal N is the N-th device CUDA_VISIBLE_DEVICES leaves (its index or GPU-uuid names the gpus.M entry).
+ *
+ * Device memory is shared by the processes of one machine through the ledger (fakeledger.h): what a
+ * process holds on gpus.M (cuMemAlloc_v2, cuMemAllocManaged, cuMemAllocPitch_v2, and context_memory
+ * while it has a context there) the others no longer see as free, until it frees it, destroys the
+ * context or dies. In a context, cuMemGetInfo_v2's free = base free - the ledger's bytes of every live
+ * process (this one included) for that GPU, clamped at 0; an allocation (or a context) that does not
+ * fit fails with CUDA_ERROR_OUT_OF_MEMORY (2). cuMemHostAlloc is host memory and costs no GPU memory.
+ * The virtual memory API (cuMemCreate, cuMemMap) is absent, as TensorFlow 2.21 does not use it by default.
  * Error names and strings follow cuda.h / the CUDA driver API reference.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include <time.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include "fakecfg.h"
+#include "fakeledger.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -125,6 +147,11 @@ static int device_slot(int ordinal) {
     return -1;
 }
 
+static long long gpu_int(int m, const char *field, long long dflt) {
+    const char *v = cfg_getf("gpus.%d.%s", m, field);
+    return v && *v ? strtoll(v, NULL, 0) : dflt;
+}
+
 CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
     if (!initialised) return 3;
     if (device_slot(ordinal) < 0) return 101;
@@ -167,10 +194,10 @@ CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     case 8: *pi = 49152; break;                                /* shared memory per block */
     case 10: *pi = 32; break;                                  /* warp size */
     case 12: case 82: *pi = 65536; break;                      /* registers per block / per multiprocessor */
-    case 13: *pi = 1410000; break;                             /* clock rate, kHz */
-    case 36: *pi = 1215000; break;                             /* memory clock rate, kHz */
-    case 37: *pi = 5120; break;                                /* global memory bus width, bits */
-    case 38: *pi = 40 << 20; break;                            /* L2 cache size */
+    case 13: *pi = (int)gpu_int(m, "clock_rate_khz", 1410000); break;     /* max SM clock, kHz */
+    case 36: *pi = (int)gpu_int(m, "memory_clock_khz", 1215000); break;   /* memory clock rate, kHz */
+    case 37: *pi = (int)gpu_int(m, "memory_bus_width", 5120); break;      /* global memory bus width, bits */
+    case 38: *pi = (int)gpu_int(m, "l2_cache_bytes", 40 << 20); break;    /* L2 cache size */
     case 39: *pi = 2048; break;                                /* max threads per multiprocessor */
     case 81: *pi = 167936; break;                              /* shared memory per multiprocessor */
     case 97: *pi = 166912; break;                              /* shared memory per block, opt-in */
@@ -185,10 +212,11 @@ CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev) {
     return r ? r : cuDeviceGetAttribute(minor, 76, dev);
 }
 
+/* cuDeviceTotalMem: the memory NVML counts, less what the driver reserves. */
 static unsigned long long total_memory(int m) {
-    char key[64];
-    snprintf(key, sizeof key, "gpus.%d.memory_total", m);
-    return (unsigned long long)cfg_int(key, 16LL << 30);
+    long long total = gpu_int(m, "memory_total", 16LL << 30);
+    long long reserved = gpu_int(m, "memory_reserved", 0);
+    return (unsigned long long)(total > reserved ? total - reserved : 0);
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
@@ -203,7 +231,8 @@ CUresult cuDeviceGetPCIBusId(char *out, int len, CUdevice dev) {
     if (!initialised) return 3;
     int m = device_slot(dev);
     if (m < 0) return 101;
-    const char *v = cfg_getf("gpus.%d.%s", m, "pci_bus_id");
+    const char *v = cfg_getf("gpus.%d.%s", m, "cuda_pci_bus_id");
+    if (!v || !*v) v = cfg_getf("gpus.%d.%s", m, "pci_bus_id");
     snprintf(out, (size_t)len, "%s", v ? v : "00000000:00:00.0");
     return 0;
 }
@@ -233,26 +262,106 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
 
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return cuDeviceGetUuid(uuid, dev); }
 
-/* Contexts: one primary context per device; the current one is what cuMemGetInfo answers about. */
+/* ---- GPU memory of this process, kept in the machine's ledger ----------------------------------- */
+#define MAX_SLOTS 64
+static pthread_mutex_t memory_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long held[MAX_SLOTS]; /* this process's bytes per gpus.M: allocations + context */
+static int held_pid = 0;                  /* a forked child starts with nothing */
+
+/* Free memory of gpus.M before the processes of this machine take their share. */
+static unsigned long long base_free(int m) {
+    long long free_b = gpu_int(m, "memory_free", -1);
+    if (free_b >= 0) return (unsigned long long)free_b;
+    unsigned long long total = total_memory(m);
+    unsigned long long used = (unsigned long long)gpu_int(m, "memory_used", 0);
+    return total > used ? total - used : 0;
+}
+
+/* Change this process's bytes on gpus.M by DELTA (memory_lock held); growing fails with 2 (out of
+ * memory) if it does not fit. */
+static CUresult charge_locked(int m, long long delta) {
+    if (m < 0 || m >= MAX_SLOTS) return 1;
+    if (held_pid != (int)getpid()) {
+        memset(held, 0, sizeof held);
+        held_pid = (int)getpid();
+    }
+    if (delta == 0) return 0;
+    unsigned long long old = held[m];
+    unsigned long long now = delta > 0 ? old + (unsigned long long)delta
+                                       : (old > (unsigned long long)-delta ? old + (unsigned long long)delta : 0);
+    CUresult r = (CUresult)ledger_set(m, old, now, base_free(m));
+    if (r == 0) held[m] = now;
+    return r;
+}
+
+static CUresult charge(int m, long long delta) {
+    pthread_mutex_lock(&memory_lock);
+    CUresult r = charge_locked(m, delta);
+    pthread_mutex_unlock(&memory_lock);
+    return r;
+}
+
+/* What this process holds on gpus.M. */
+static unsigned long long held_on(int m) {
+    pthread_mutex_lock(&memory_lock);
+    unsigned long long v = held_pid == (int)getpid() ? held[m] : 0;
+    pthread_mutex_unlock(&memory_lock);
+    return v;
+}
+
+/* Contexts: one primary context per device; the current one is what cuMemGetInfo answers about. A
+ * context holds gpus.N.context_memory while it lives (retains and creations counted, released at 0). */
 typedef struct { int slot; int ordinal; } FakeCtx;
-static FakeCtx contexts[64];
+static FakeCtx contexts[MAX_SLOTS];
+static int context_refs[MAX_SLOTS];
 static __thread FakeCtx *current = NULL; /* per thread, as the driver keeps it */
+static void release_slot_blocks(int m);
 
 static CUresult make_context(void **ctx, CUdevice dev) {
     if (!initialised) return 3;
     int m = device_slot(dev);
-    if (m < 0 || m >= 64) return 101;
+    if (m < 0 || m >= MAX_SLOTS) return 101;
     const char *err = cfg_getf("gpus.%d.%s", m, "ctx");
     cfg_misbehave(err);
     if (err && atoi(err) != 0) return atoi(err);
+    pthread_mutex_lock(&memory_lock);
+    if (context_refs[m] == 0) {
+        CUresult r = charge_locked(m, gpu_int(m, "context_memory", 0));
+        if (r) { /* no room for the context itself: CUDA_ERROR_OUT_OF_MEMORY */
+            pthread_mutex_unlock(&memory_lock);
+            return r;
+        }
+    }
+    context_refs[m]++;
+    pthread_mutex_unlock(&memory_lock);
     contexts[m].slot = m;
     contexts[m].ordinal = dev;
     *ctx = &contexts[m];
     return 0;
 }
 
+/* One reference fewer on gpus.M's context; the last one destroys it, and with it its memory. */
+static CUresult drop_context(int m) {
+    if (m < 0 || m >= MAX_SLOTS) return 101;
+    pthread_mutex_lock(&memory_lock);
+    int last = context_refs[m] == 1;
+    if (context_refs[m] > 0) context_refs[m]--;
+    if (last) {
+        release_slot_blocks(m); /* memory_lock, then blocks_lock: nothing takes them the other way round */
+        charge_locked(m, -(long long)(held_pid == (int)getpid() ? held[m] : 0));
+    }
+    pthread_mutex_unlock(&memory_lock);
+    if (last && current == &contexts[m]) current = NULL; /* this thread's; others keep a stale handle, as with a real driver */
+    return 0;
+}
+
 CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice dev) { return make_context(ctx, dev); }
-CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { (void)dev; return initialised ? 0 : 3; }
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    if (!initialised) return 3;
+    int m = device_slot(dev);
+    if (m < 0) return 101;
+    return drop_context(m);
+}
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return cuDevicePrimaryCtxRelease(dev); }
 
 CUresult cuCtxCreate_v2(void **ctx, unsigned int flags, CUdevice dev) {
@@ -263,8 +372,9 @@ CUresult cuCtxCreate_v2(void **ctx, unsigned int flags, CUdevice dev) {
 }
 
 CUresult cuCtxDestroy_v2(void *ctx) {
+    if (!ctx) return 201;
     if (current == ctx) current = NULL;
-    return 0;
+    return drop_context(((FakeCtx *)ctx)->slot);
 }
 
 CUresult cuCtxSetCurrent(void *ctx) { current = (FakeCtx *)ctx; return 0; }
@@ -273,17 +383,13 @@ CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current; current = NUL
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     if (!current) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+    if (!free_bytes || !total_bytes) return 1;
     int m = current->slot;
-    unsigned long long total = total_memory(m);
-    char key[64];
-    snprintf(key, sizeof key, "gpus.%d.memory_free", m);
-    long long free_b = cfg_int(key, -1);
-    if (free_b < 0) {
-        snprintf(key, sizeof key, "gpus.%d.memory_used", m);
-        free_b = (long long)total - cfg_int(key, 0);
-    }
-    *free_bytes = (size_t)free_b;
-    *total_bytes = (size_t)total;
+    /* The others' bytes from the ledger, this process's own from memory (also without a ledger). */
+    unsigned long long used = ledger_used(m, 1) + held_on(m);
+    unsigned long long base = base_free(m);
+    *free_bytes = (size_t)(base > used ? base - used : 0);
+    *total_bytes = (size_t)total_memory(m);
     return 0;
 }
 
@@ -294,9 +400,6 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
  * (kernels.launch = an int CUresult makes them fail instead). A kernel that does not run leaves its
  * output as it was: this models a GPU whose results are silently wrong.
  */
-#include <sys/mman.h>
-#include <stdint.h>
-#include <pthread.h>
 typedef unsigned long long CUdeviceptr;
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
@@ -324,37 +427,78 @@ static void *host_block(size_t bytes) {
     void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
-/* Sizes of live blocks, so cuMemFree can unmap them. */
+/* Live blocks: their size, so cuMemFree can unmap them, and the gpus.M whose memory they hold
+ * (-1: host memory; -2: device memory whose context was destroyed, given back already). */
 #define MAX_BLOCKS 4096
-static struct { void *p; size_t n; } blocks[MAX_BLOCKS];
+static struct { void *p; size_t n; int slot; } blocks[MAX_BLOCKS];
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
-static CUresult alloc_block(CUdeviceptr *out, size_t bytes) {
+static CUresult alloc_block(CUdeviceptr *out, size_t bytes, int slot) {
     if (!out) return 1;
+    if (slot >= 0) {
+        CUresult r = charge(slot, (long long)bytes);
+        if (r) return r;
+    }
     void *p = host_block(bytes);
-    if (!p) return 2;
     int kept = 0;
-    pthread_mutex_lock(&blocks_lock);
-    for (int i = 0; i < MAX_BLOCKS && !kept; i++)
-        if (!blocks[i].p) { blocks[i].p = p; blocks[i].n = bytes; kept = 1; }
-    pthread_mutex_unlock(&blocks_lock);
-    if (!kept) { munmap(p, bytes ? bytes : 1); return 2; } /* the table is full: out of memory */
+    if (p) {
+        pthread_mutex_lock(&blocks_lock);
+        for (int i = 0; i < MAX_BLOCKS && !kept; i++)
+            if (!blocks[i].p) { blocks[i].p = p; blocks[i].n = bytes; blocks[i].slot = slot; kept = 1; }
+        pthread_mutex_unlock(&blocks_lock);
+        if (!kept) munmap(p, bytes ? bytes : 1); /* the table is full: out of memory */
+    }
+    if (!kept) {
+        if (slot >= 0) charge(slot, -(long long)bytes);
+        return 2;
+    }
     *out = (CUdeviceptr)(uintptr_t)p;
     return 0;
 }
 static CUresult free_block(void *p) {
+    int slot = -1;
+    size_t n = 0;
     pthread_mutex_lock(&blocks_lock);
     for (int i = 0; i < MAX_BLOCKS; i++)
-        if (blocks[i].p == p) { munmap(p, blocks[i].n ? blocks[i].n : 1); blocks[i].p = NULL; break; }
+        if (blocks[i].p == p) {
+            munmap(p, blocks[i].n ? blocks[i].n : 1);
+            blocks[i].p = NULL;
+            slot = blocks[i].slot;
+            n = blocks[i].n;
+            break;
+        }
     pthread_mutex_unlock(&blocks_lock);
+    if (slot >= 0) charge(slot, -(long long)n);
     return 0;
 }
-CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) { return alloc_block(dptr, bytes); }
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) { (void)flags; return alloc_block(dptr, bytes); }
+/* A destroyed context takes its device memory with it (the blocks stay mapped: a stale pointer reads
+ * what it read, it does not crash the fake); the caller drops the bytes from the ledger. */
+static void release_slot_blocks(int m) {
+    pthread_mutex_lock(&blocks_lock);
+    for (int i = 0; i < MAX_BLOCKS; i++)
+        if (blocks[i].p && blocks[i].slot == m) blocks[i].slot = -2;
+    pthread_mutex_unlock(&blocks_lock);
+}
+/* Device allocations need a current context (CUDA_ERROR_INVALID_CONTEXT otherwise), whose GPU pays. */
+static CUresult alloc_device(CUdeviceptr *dptr, size_t bytes) {
+    if (!current) return 201;
+    if (!dptr) return 1;
+    return alloc_block(dptr, bytes, current->slot);
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) { return alloc_device(dptr, bytes); }
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) { (void)flags; return alloc_device(dptr, bytes); }
+/* Rows padded to 512 bytes (the pitch a real driver picks varies by GPU; callers must use the one returned). */
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem) {
+    if (!pitch || (elem != 4 && elem != 8 && elem != 16) || width == 0 || height == 0) return 1;
+    size_t p = (width + 511) / 512 * 512;
+    CUresult r = alloc_device(dptr, p * height);
+    if (r == 0) *pitch = p;
+    return r;
+}
 CUresult cuMemFree_v2(CUdeviceptr dptr) { return free_block((void *)(uintptr_t)dptr); }
 CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) {
     (void)flags;
     CUdeviceptr d;
-    CUresult r = alloc_block(&d, bytes);
+    CUresult r = alloc_block(&d, bytes, -1);
     if (r == 0) *pp = (void *)(uintptr_t)d;
     return r;
 }

@@ -195,9 +195,20 @@ cudaError_t cudaEventQuery(void *e) { (void)e; return 0; }
 cudaError_t cudaEventDestroy(void *e) { (void)e; return 0; }
 cudaError_t cudaFuncSetAttribute(const void *f, int attr, int v) { (void)f; (void)attr; (void)v; return 0; }
 cudaError_t cudaFuncSetCacheConfig(const void *f, int c) { (void)f; (void)c; return 0; }
+/* The runtime allocates in the current device's primary context, making it current if none is (as the
+ * real runtime does): the driver charges the allocation to that GPU (tests/fakes/fakeledger.h). */
+static void ensure_context(void) {
+    int (*get)(void **) = (int (*)(void **))driver_symbol("cuCtxGetCurrent");
+    int (*retain)(void **, int) = (int (*)(void **, int))driver_symbol("cuDevicePrimaryCtxRetain");
+    int (*set)(void *) = (int (*)(void *))driver_symbol("cuCtxSetCurrent");
+    void *ctx = NULL;
+    if (!get || !retain || !set || (get(&ctx) == 0 && ctx)) return;
+    if (retain(&ctx, current_device) == 0) set(ctx);
+}
 cudaError_t cudaMalloc(void **p, size_t n) {
     int (*alloc)(unsigned long long *, size_t) = (int (*)(unsigned long long *, size_t))driver_symbol("cuMemAlloc_v2");
     unsigned long long d = 0;
+    ensure_context();
     if (!alloc || alloc(&d, n) != 0) return 2; /* cudaErrorMemoryAllocation */
     *p = (void *)(size_t)d;
     return 0;

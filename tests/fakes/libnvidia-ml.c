@@ -12,11 +12,16 @@
  *   nvml.fn.<entry point>       behaviour hook for any entry point: an int nvmlReturn_t it returns, or hang / crash / abort
  * Per GPU N (the "gpus" list is shared with the fake libcuda):
  *   gpus.N.name, .uuid, .pci_bus_id, .pci_device_id (e.g. 0x233010de), .cc_major, .cc_minor
- *   gpus.N.memory_total, .memory_reserved, .memory_used   bytes; free = total - reserved - used
+ *   gpus.N.memory_total, .memory_reserved, .memory_used   bytes; free = total - reserved - used, where used is
+ *                               memory_used (processes the scenario only describes) plus what live processes
+ *                               of this machine hold through the fake libcuda (the memory ledger, fakeledger.h)
  *   gpus.N.lost                 1: nvmlDeviceGetHandleByIndex returns NVML_ERROR_GPU_IS_LOST (Xid 79, fallen off the bus)
  *   gpus.N.fn.<entry point>     behaviour hook for this GPU only (checked before nvml.fn.*)
  *   gpus.N.processes.K.pid, .used_memory, .name   compute processes (a process without name: NVML_ERROR_NOT_FOUND,
- *                               as for a process in another PID namespace)
+ *                               as for a process in another PID namespace). After them, every live process of
+ *                               the ledger that holds bytes on the GPU, usedGpuMemory = those bytes (its
+ *                               allocations plus the scenario's context_memory, default 0), named after its
+ *                               /proc/<pid>/cmdline (argv[0]) as nvmlSystemGetProcessName answers
  *   gpus.N.mig.current, .pending   MIG mode (absent "mig": NVML_ERROR_NOT_SUPPORTED, a GPU without MIG)
  *   gpus.N.mig.max_devices      default 7
  *   gpus.N.mig.instances.K.uuid, .profile, .memory_total   MIG devices (GPU instance + compute instance)
@@ -37,9 +42,11 @@
  * nvmlDeviceGetGpuMaxPcieLinkGeneration). Absent means absent from the .so.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include <time.h>
 #include <strings.h>
 #include "fakecfg.h"
+#include "fakeledger.h"
 
 typedef int nvmlReturn_t;
 
@@ -195,6 +202,27 @@ static nvmlReturn_t cuda_version(int *v) {
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v) { SYSTEM_ENTRY(); return cuda_version(v); }
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { SYSTEM_ENTRY(); return cuda_version(v); }
 
+/* argv[0] of a live process of this machine (or its comm), as the real NVML names a process it sees. */
+static int process_name(unsigned int pid, char *out, size_t len) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/cmdline", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+    if (f) {
+        n = fread(out, 1, len - 1, f);
+        fclose(f);
+    }
+    out[n] = '\0'; /* argv[0] ends at its NUL */
+    if (out[0]) return 1;
+    snprintf(path, sizeof path, "/proc/%u/comm", pid);
+    f = fopen(path, "r");
+    if (!f) return 0;
+    if (!fgets(out, (int)len, f)) out[0] = '\0';
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+    return out[0] != '\0';
+}
+
 nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length) {
     SYSTEM_ENTRY();
     for (int g = 0; g < gpu_count(); g++) {
@@ -209,6 +237,8 @@ nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int
             return copy_string(name, length, v);
         }
     }
+    char buf[256];
+    if (ledger_has_pid((int)pid) && process_name(pid, buf, sizeof buf)) return copy_string(name, length, buf);
     return NVML_ERROR_NOT_FOUND;
 }
 
@@ -358,7 +388,7 @@ static void memory_of(nvmlDevice_t dev, unsigned long long *total, unsigned long
     }
     *total = (unsigned long long)gint(dev->gpu, "memory_total", 16LL << 30);
     *reserved = (unsigned long long)gint(dev->gpu, "memory_reserved", 0);
-    *used = (unsigned long long)gint(dev->gpu, "memory_used", 0);
+    *used = (unsigned long long)gint(dev->gpu, "memory_used", 0) + ledger_used(dev->gpu, 0);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *memory) {
@@ -388,10 +418,14 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t *memor
 }
 #endif
 
-/* Fill up to *count entries of SIZE bytes each (v1 or v2 layout) with the GPU's compute processes. */
+/* Fill up to *count entries (v1 or v2 layout) with the GPU's compute processes: the scenario's, then
+ * the live processes of the ledger. */
 static nvmlReturn_t processes(nvmlDevice_t dev, unsigned int *count, void *infos, int v2) {
     if (!count) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned int n = dev->mig >= 0 ? 0 : (unsigned int)gint(dev->gpu, "processes.count", 0);
+    unsigned int fixed = dev->mig >= 0 ? 0 : (unsigned int)gint(dev->gpu, "processes.count", 0);
+    struct ledger_entry live[LEDGER_MAX];
+    int n_live = dev->mig >= 0 ? 0 : ledger_list(dev->gpu, live, LEDGER_MAX);
+    unsigned int n = fixed + (unsigned int)n_live;
     if (n == 0) {
         *count = 0;
         return NVML_SUCCESS;
@@ -401,11 +435,18 @@ static nvmlReturn_t processes(nvmlDevice_t dev, unsigned int *count, void *infos
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (unsigned int k = 0; k < n; k++) {
-        char field[64];
-        snprintf(field, sizeof field, "processes.%u.pid", k);
-        unsigned int pid = (unsigned int)gint(dev->gpu, field, 1000 + k);
-        snprintf(field, sizeof field, "processes.%u.used_memory", k);
-        unsigned long long mem = (unsigned long long)gint(dev->gpu, field, 0);
+        unsigned int pid;
+        unsigned long long mem;
+        if (k < fixed) {
+            char field[64];
+            snprintf(field, sizeof field, "processes.%u.pid", k);
+            pid = (unsigned int)gint(dev->gpu, field, 1000 + k);
+            snprintf(field, sizeof field, "processes.%u.used_memory", k);
+            mem = (unsigned long long)gint(dev->gpu, field, 0);
+        } else {
+            pid = (unsigned int)live[k - fixed].pid;
+            mem = live[k - fixed].bytes;
+        }
         if (v2) {
             nvmlProcessInfo_v2_t *p = (nvmlProcessInfo_v2_t *)infos + k;
             p->pid = pid;

@@ -350,6 +350,8 @@ class FrameworkFacts:
     devices: tuple[TfDevice, ...]
     gpus: tuple[TfDevice, ...]
     list_devices_error: str | None
+    #: Steps of the TensorFlow child (``Layer.tf_steps``) that raised, or could not be loaded: key -> error.
+    step_errors: dict[str, str] = field(default_factory=dict)
 
 
 # --- libraries (child process) --------------------------------------------------------

@@ -58,6 +58,17 @@ class ChildProbe:
 
 
 @dataclass(frozen=True)
+class TfStep:
+    """A step of a layer in the one TensorFlow process (``gpucheck.probes.tfchild``): ``target`` is a
+    function ``(timeout) -> Iterator[(facts, budget)]`` under ``gpucheck.probes``; its facts land under
+    ``key`` in that child's JSON and fill the ``Facts`` field of the same name."""
+
+    key: str
+    target: str
+    facts_cls: type[Any]
+
+
+@dataclass(frozen=True)
 class PreStart:
     """What is known before any probe child starts: the in-process host facts and the settings."""
 
@@ -71,6 +82,8 @@ class Layer:
     name: str
     needs: tuple[str, ...]
     probes: tuple[ChildProbe, ...] = ()
+    #: Its steps in the one TensorFlow process, run in registry order after the framework facts.
+    tf_steps: tuple[TfStep, ...] = ()
     #: Pure functions from facts to findings, run bottom-up in registry order.
     rules: tuple[Rule, ...] = ()
     #: Check files (paths relative to the gpucheck package) that pytest collects for this layer.
@@ -120,9 +133,7 @@ TENSORFLOW_PROBE = ChildProbe(
     FRAMEWORK_ENV,
     unset=("TF_GPU_ALLOCATOR",),
 )
-PLACEMENT_PROBE = ChildProbe(
-    "placement", "gpucheck.probes.tfchild:framework_then_steps", PlacementFacts, "placement", within="framework"
-)
+PLACEMENT_STEP = TfStep("placement", "gpucheck.probes.placement:placement_facts", PlacementFacts)
 #: Memory settings that must be made before TensorFlow touches a GPU, each in a TensorFlow process of its
 #: own started beside the main one (none of them reserves more than it allocates).
 MEMORY_GROWTH_PROBE = ChildProbe(
@@ -172,7 +183,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "placement",
         ("framework",),
-        probes=(PLACEMENT_PROBE,),
+        tf_steps=(PLACEMENT_STEP,),
         rules=(placement.placement_rules,),
         checks=("checks/checks_placement.py",),
         framework=True,
@@ -225,12 +236,20 @@ def checked(settings: Settings) -> frozenset[str]:
     )
 
 
+def tf_steps(settings: Settings) -> tuple[TfStep, ...]:
+    """The steps the TensorFlow child runs, in registry order, for the layers this run checks."""
+    on = checked(settings)
+    return tuple(step for layer in LAYERS if layer.name in on for step in layer.tf_steps)
+
+
 def probes(settings: Settings) -> tuple[ChildProbe, ...]:
-    """Every child probe of the layers this run checks, slowest first (they start in this order)."""
+    """Every child probe of the layers this run checks, slowest first (they start in this order): the
+    TensorFlow child, its steps (read from its facts), then the others."""
     on = checked(settings)
     found = [p for layer in LAYERS if layer.name in on for p in layer.probes]
-    tensorflow = [p for p in found if p.target.startswith("gpucheck.probes.tfchild")]
-    return tuple(tensorflow + [p for p in found if p not in tensorflow])
+    tensorflow = [p for p in found if p is TENSORFLOW_PROBE]
+    steps = [ChildProbe(s.key, TENSORFLOW_PROBE.target, s.facts_cls, s.key, within=TENSORFLOW_PROBE.name) for s in tf_steps(settings)]
+    return tuple(tensorflow + (steps if tensorflow else []) + [p for p in found if p not in tensorflow])
 
 
 def rules() -> tuple[Rule, ...]:

@@ -6,9 +6,11 @@ deadline. Standard library only, no imports from gpucheck: the lowest floor.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +65,34 @@ def quiet(lines: list[str]) -> list[str]:
 def stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_PREFIX}{name}\n")
     sys.stderr.flush()
+
+
+#: Probe targets a child may run: ``module:function`` in gpucheck's probes (the registry, gpucheck.layers,
+#: names them). Nothing else is imported on a parent's word.
+_TARGET = re.compile(r"^gpucheck\.probes\.[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
+
+
+def load_target(target: str) -> Callable[..., Any] | None:
+    """The probe function ``target`` names, or None when it is not one."""
+    if not _TARGET.match(target):
+        return None
+    module, _, function = target.partition(":")
+    fn = getattr(importlib.import_module(module), function, None)
+    return fn if callable(fn) else None
+
+
+#: The steps the TensorFlow child runs after its framework facts, in order, each as ``key=module:function``
+#: (comma-separated): the layers that need TensorFlow register them (gpucheck.layers, ``Layer.tf_steps``).
+TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
+
+
+def tf_steps_from_env() -> list[tuple[str, str]]:
+    out = []
+    for item in os.environ.get(TF_STEPS_ENV, "").split(","):
+        key, sep, target = item.strip().partition("=")
+        if sep and key and target:
+            out.append((key, target))
+    return out
 
 
 #: The section of the TensorFlow step where TensorFlow creates its devices: its error makes every op fail.

@@ -54,7 +54,12 @@ def _ratio_benchmark(benchmark: BenchmarkFixture, cwd: Path, gpucheck: list[str]
 
 
 ROUNDS = 3
-GPUCHECK = [sys.executable, "-m", "pytest", "--gpucheck", "-p", "no:cacheprovider", "-q"]
+#: ``pytest --gpucheck`` as a user's install runs it (README: ``pip install ".[tensorflow]"``): without the
+#: pytest plugins only the test extra brings (hypothesis alone costs 0.65 s at every pytest start here).
+GPUCHECK = [
+    sys.executable, "-m", "pytest", "--gpucheck", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist",
+    "-q",
+]
 
 
 @pytest.mark.benchmark(group="time-to-verdict", disable_gc=True, warmup=False)

@@ -218,3 +218,28 @@ def test_blocking_follows_the_needs_graph(layer: str) -> None:
         if other.name != layer:
             expected = "blocked" if layer in layers.requires(other.name) else "ok"
             assert states[other.name] == expected, (layer, other.name)
+
+
+def test_children_run_only_named_probe_functions() -> None:
+    """A child imports only ``gpucheck.probes.<module>:<function>``, never a private name or anything else."""
+    from gpucheck.protocol import load_target
+
+    assert callable(load_target("gpucheck.probes.placement:placement_facts"))
+    for bad in ("os:system", "gpucheck.probes.placement:__builtins__", "gpucheck.probes.placement:_err",
+                "gpucheck.settings:resolve", "gpucheck.probes.placement:placement_facts; rm -rf /",
+                "gpucheck.probes.placement:no_such_function"):
+        assert load_target(bad) is None, bad
+
+
+def test_the_tensorflow_child_runs_the_steps_the_registry_lists() -> None:
+    """Layers that need TensorFlow register steps (``Layer.tf_steps``); the TensorFlow child gets them in
+    registry order, and each step's facts come back as a probe outcome of its own."""
+    from gpucheck.settings import Settings
+
+    steps = layers.tf_steps(Settings())
+    assert [s.key for s in steps] == ["placement"]
+    probes = {p.name: p for p in layers.probes(Settings())}
+    assert probes["placement"].within == layers.TENSORFLOW_PROBE.name
+    assert list(probes)[:2] == [layers.TENSORFLOW_PROBE.name, "placement"]  # the slowest start first
+    assert layers.tf_steps(Settings(framework="none")) == ()
+    assert "placement" not in {p.name for p in layers.probes(Settings(framework="none"))}

@@ -424,7 +424,7 @@ def test_a_step_that_overruns_its_budget_leaves_the_facts_before_it(tmp_path: An
         "    stage('placement: a step that hangs')\n"
         "    time.sleep(20)\n"
         "    yield Checkpoint({'step': 2}, None)\n"
-        f"child._load = lambda target: steps\nchild.main(['gpucheck.probes.x:y', {str(out)!r}])\n"
+        f"child.load_target = lambda target: steps\nchild.main(['gpucheck.probes.x:y', {str(out)!r}])\n"
     )
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False,

@@ -10,29 +10,16 @@ the call a dead or hung child was in.
 from __future__ import annotations
 
 import faulthandler
-import importlib
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from gpucheck.protocol import DEADLINE_EXIT, DIE_WITH_PARENT_ENV, Checkpoint, stage, timeout_from_env
-
-#: Probe targets a child may run: ``module:function`` in this package (the registry, gpucheck.layers, names them).
-_TARGET = re.compile(r"^gpucheck\.probes\.[a-z_]+:[a-z_][a-z0-9_]*$")
-
-
-def _load(target: str) -> Callable[[], Any] | None:
-    if not _TARGET.match(target):
-        return None
-    module, _, function = target.partition(":")
-    fn = getattr(importlib.import_module(module), function, None)
-    return fn if callable(fn) else None
+from gpucheck.protocol import DEADLINE_EXIT, DIE_WITH_PARENT_ENV, Checkpoint, load_target, stage, timeout_from_env
 
 
 def _die_with_parent() -> None:
@@ -105,7 +92,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m gpucheck.probes.child MODULE:FUNCTION OUT\n")
         return 2
     target, out = argv
-    probe = _load(target)
+    probe = load_target(target)
     if probe is None:
         sys.stderr.write(f"not a probe: {target!r} (expected gpucheck.probes.<module>:<function>)\n")
         return 2

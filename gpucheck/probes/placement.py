@@ -30,6 +30,7 @@ from gpucheck.facts import (
     MultiDeviceRun,
     NumericCheck,
     OpRun,
+    PlacementFacts,
     TfDevice,
     TfPlacementFacts,
     TrainingStepPlacement,
@@ -736,3 +737,17 @@ def placement_steps(timeout: float) -> Iterator[tuple[TfPlacementFacts, float | 
     if gpus:
         memory = _section(errors, "memory", _bind(gpu_memory, tf, nvml, created, limits, len(gpus)), [])
         yield now(memory=tuple(memory)), None
+
+
+def placement_facts(timeout: float) -> Iterator[tuple[PlacementFacts, float | None]]:
+    """The placement layer's step of the TensorFlow child (``Layer.tf_steps``): the placement steps' facts
+    with the environment TensorFlow reads; a fault of the step itself is recorded with the facts so far."""
+    env = {k: os.environ.get(k) for k in ENV_KEYS}
+    last: TfPlacementFacts | None = None
+    try:
+        for last, budget in placement_steps(timeout):
+            yield PlacementFacts(last, env), budget
+    except Exception as exc:  # noqa: BLE001 - a fault of the probe itself: a fact, not a dead TensorFlow
+        base = last or TfPlacementFacts(True, None, None, (), (), 0, None, (), None, (), (), None, ())
+        broken = dataclasses.replace(base, errors={**base.errors, "placement step": _err(exc)})
+        yield PlacementFacts(broken, env), None

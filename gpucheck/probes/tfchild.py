@@ -1,38 +1,45 @@
-"""The one TensorFlow process on the critical path: the framework facts, then the placement steps.
+"""The one TensorFlow process on the critical path: the framework facts, then the steps of every layer that
+needs TensorFlow, in the order the registry gives (``GPUCHECK_TF_STEPS``: placement today).
 
 TensorFlow is imported once per run here (importing it is most of the time to verdict). The framework
-facts are handed back first, so that whatever happens later they stand; then each placement step hands
-back the facts so far with the time the next step may take (:class:`gpucheck.protocol.Checkpoint`):
-the child writes them at once and leaves when a step overruns, naming it. What needs a process of its
-own (memory growth, which a logical device configuration silently turns off; TF_GPU_ALLOCATOR
-experiments) runs in ``gpucheck.probes.memory``, started by the parent at the same time as this one.
+facts are handed back first, so that whatever happens later they stand; then each step hands back its
+facts so far with the time its next part may take (:class:`gpucheck.protocol.Checkpoint`): the child
+writes them at once under the step's key and leaves when a part overruns, naming it. What needs a
+process of its own (memory growth, which a logical device configuration silently turns off) runs in
+``gpucheck.probes.memory``, started by the parent at the same time as this one.
+
+A step is a function ``(timeout) -> Iterator[(facts, budget)]``; an exception it lets out is recorded
+under ``step_errors`` and the next step runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from collections.abc import Iterator
 from typing import Any
 
-from gpucheck.facts import PlacementFacts, TfPlacementFacts, to_json
+from gpucheck.facts import to_json
 from gpucheck.probes.framework import probe_framework
-from gpucheck.probes.placement import ENV_KEYS, placement_steps
-from gpucheck.protocol import Checkpoint, timeout_from_env
+from gpucheck.protocol import Checkpoint, load_target, stage, tf_steps_from_env, timeout_from_env
 
 
 def framework_then_steps() -> Iterator[Checkpoint]:
     framework = probe_framework()
     data: dict[str, Any] = to_json(framework)
     yield Checkpoint(data, None)
-    env = {k: os.environ.get(k) for k in ENV_KEYS}
     if not framework.importable:
         return
-    last: TfPlacementFacts | None = None
-    try:
-        for last, budget in placement_steps(timeout_from_env()):
-            yield Checkpoint({**data, "placement": to_json(PlacementFacts(last, env))}, budget)
-    except Exception as exc:  # noqa: BLE001 - a fault of the probe itself: a fact, not a dead TensorFlow
-        base = last or TfPlacementFacts(True, None, framework.version, (), (), 0, None, (), None, (), (), None, ())
-        broken = dataclasses.replace(base, errors={**base.errors, "placement step": f"{type(exc).__name__}: {exc}"})
-        yield Checkpoint({**data, "placement": to_json(PlacementFacts(broken, env))}, None)
+    timeout = timeout_from_env()
+    for key, target in tf_steps_from_env():
+        step = load_target(target)
+        if step is None:
+            data = {**data, "step_errors": {**data.get("step_errors", {}), key: f"not a probe step: {target!r}"}}
+            yield Checkpoint(data, None)
+            continue
+        stage(f"{key}: start")
+        try:
+            for facts, budget in step(timeout):
+                data = {**data, key: to_json(facts)}
+                yield Checkpoint(data, budget)
+        except Exception as exc:  # noqa: BLE001 - a fault of the step itself: a fact, and the next step runs
+            data = {**data, "step_errors": {**data.get("step_errors", {}), key: f"{type(exc).__name__}: {exc}"}}
+            yield Checkpoint(data, None)

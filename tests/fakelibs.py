@@ -174,7 +174,11 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
     version (writes /proc/driver/nvidia/version and /sys/module/nvidia) or null; ``version_line``: the
     first line of /proc/driver/nvidia/version as a real machine wrote it (default: one naming
     ``module_version``); ``modules``: other loaded modules; ``dev``: device node names, each a link to
-    /dev/null (a character device anyone may open).
+    /dev/null (a character device anyone may open); ``links``: ``{path in the host view: target}``, each
+    a symbolic link to a path of this machine (``{"usr/local/cuda": "/usr/local/cuda"}``: the CUDA
+    toolkit installed here stands for the one the modelled machine had). A target that does not exist
+    here leaves a dangling link, as a toolkit that is not installed: :func:`missing_link_targets` names
+    those, for tests that need them to skip or to expect what their absence causes.
     """
     pci = root / "sys/bus/pci/devices"
     pci.mkdir(parents=True, exist_ok=True)
@@ -204,7 +208,16 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
     dev_dir.mkdir(parents=True, exist_ok=True)
     for node in host.get("dev", []):
         (dev_dir / node).symlink_to("/dev/null")
+    for path, target in host.get("links", {}).items():
+        link = root / path.lstrip("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
     return root
+
+
+def missing_link_targets(host: Mapping[str, Any]) -> list[str]:
+    """The targets of a scenario's ``host.links`` that do not exist on this machine."""
+    return [target for target in host.get("links", {}).values() if not os.path.exists(target)]
 
 
 # --- GPU memory shared across the processes of a fake machine -------------------------------------

@@ -33,8 +33,15 @@ def faults(run: GpucheckRun) -> list[tuple[str, str | None]]:
     return [(f["id"], f.get("subject")) for f in run.report["findings"] if f["severity"] != "info"]
 
 
+#: The real machine's XLA used the CUDA toolkit in /usr/local/cuda (ptxas on PATH, libdevice); the scenario
+#: links the host view's /usr/local/cuda to this machine's. Without one here, XLA's toolchain is missing.
+NO_TOOLKIT = fakelibs.missing_link_targets(H100["host"])
+
+
 def assert_healthy_but_for_numerics(run: GpucheckRun) -> None:
     """The verdict a healthy H100 gets on fakes that run no kernel: only numerics fail."""
+    if NO_TOOLKIT:
+        pytest.skip(f"this machine has no CUDA toolkit for XLA ({', '.join(NO_TOOLKIT)}): the real H100's is modelled on it")
     out = run.result.stdout.str()
     assert run.root_cause == "numerical-mismatch", (faults(run), out)
     assert {fid for fid, _subject in faults(run)} == {"numerical-mismatch"}, faults(run)
@@ -73,9 +80,11 @@ def test_healthy_h100_reads_healthy_except_for_kernel_results(
     # for (TensorFlow's "Created device ... with 1024 MB"), the growth process holds about what it allocated.
     [main] = tf["memory"]
     assert tf["memory_limit_mb"] == 1024 and main["tf_limit_mb"] == 1024, main
-    assert main["process_used_mb"] is not None and main["process_used_mb"] <= 1024 + 64, main
+    # NVML counts a process's CUDA context too (527 MiB on the real H100: the scenario's context_memory).
+    context_mb = H100["gpus"][0]["context_memory"] // MiB
+    assert main["process_used_mb"] is not None and main["process_used_mb"] <= 1024 + context_mb + 64, main
     assert growth["applied"] is True and growth["not_checked"] is None, growth
-    assert whole["process_used_mb"] is not None and whole["process_used_mb"] < 1024, whole
+    assert whole["process_used_mb"] is not None and whole["process_used_mb"] < context_mb + 256, whole
     # TensorFlow 2.21 drops memory growth once a logical device is configured: a note of its own.
     dropped = run.finding("memory-growth-dropped")
     assert dropped["severity"] == "info" and tf["growth_kept_with_logical_devices"] is False
@@ -120,6 +129,8 @@ def test_a_process_holding_the_gpu_is_named_not_blamed_on_memory_settings(
     """The original failure mode: a process holds nearly all of the GPU (as gpucheck's own framework probe
     did, 78752 MB) while gpucheck probes memory settings. Now: gpu-memory-exhausted naming that process,
     the memory settings judged applied or not checked, never memory-config-failed."""
+    if NO_TOOLKIT:
+        pytest.skip(f"this machine has no CUDA toolkit for XLA ({', '.join(NO_TOOLKIT)}): the real H100's is modelled on it")
     fake_machine(H100)
     # All of the GPU but what the next process's CUDA context and about 1 GiB need (a new process sees
     # what is left less its own context).

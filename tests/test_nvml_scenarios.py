@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.model import catalog
 from gpucheck.layers import LAYERS
+from gpucheck.model import catalog
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "nvml"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))

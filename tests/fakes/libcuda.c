@@ -522,8 +522,11 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dp
     return r;
 }
 /* CUpointer_attribute: CONTEXT = 1 (a CUcontext), MEMORY_TYPE = 2 (unsigned int, 2 = device),
- * DEVICE_POINTER = 3 (CUdeviceptr), HOST_POINTER = 4 (void *), DEVICE_ORDINAL = 9 (int); others are
- * refused rather than answered with a value of the wrong size. */
+ * DEVICE_POINTER = 3 (CUdeviceptr), HOST_POINTER = 4 (void *), IS_MANAGED = 8 (a boolean, read as an
+ * unsigned int by XLA's CudaExecutor::GetPointerMemorySpace, which TensorFlow 2.21 asks first when it
+ * frees a buffer: xla/stream_executor/cuda/cuda_executor.cc), DEVICE_ORDINAL = 9 (int); others are
+ * refused rather than answered with a value of the wrong size. The fake keeps no managed memory apart
+ * (cuMemAllocManaged is device memory here), so nothing is managed. */
 CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
     if (!data) return 1;
     switch (attribute) {
@@ -531,6 +534,7 @@ CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
     case 2: *(unsigned int *)data = 2; return 0;
     case 3: *(CUdeviceptr *)data = ptr; return 0;
     case 4: *(void **)data = (void *)(uintptr_t)ptr; return 0;
+    case 8: *(unsigned int *)data = 0; return 0;
     case 9: *(int *)data = current ? current->ordinal : 0; return 0;
     default: return 1;
     }
@@ -598,6 +602,18 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
                         unsigned smem, void *s, void **params, void **extra) {
     (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)s; (void)params; (void)extra;
     return launch_result();
+}
+/* A TMA tensor map (compute capability >= 9.0) is a 128-byte descriptor the driver encodes on the host
+ * (cuda.h: CUtensorMap, CU_TENSOR_MAP_NUM_QWORDS = 16 cuuint64_t aligned to 128 bytes; cuTensorMapEncodeTiled). XLA's autotuner
+ * tries TMA configurations of its Triton kernels on an H100 (xla/stream_executor/cuda/cuda_executor.cc,
+ * CreateTensorMap): the fake encodes an empty one, as launches are accepted and not run. */
+CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *address, const unsigned long long *dims,
+                                const unsigned long long *strides, const unsigned *box, const unsigned *element_strides,
+                                int interleave, int swizzle, int l2_promotion, int oob_fill) {
+    (void)dtype; (void)address; (void)strides; (void)element_strides; (void)interleave; (void)swizzle; (void)l2_promotion; (void)oob_fill;
+    if (!map || rank < 1 || rank > 5 || !dims || !box) return 1;
+    memset(map, 0, 128);
+    return 0;
 }
 CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
     (void)config; (void)f; (void)params; (void)extra;

@@ -167,6 +167,17 @@ cudaError_t cudaFuncGetAttributes(struct fake_func_attributes *attr, const void 
     attr->preferredShmemCarveout = -1;
     return 0;
 }
+/* XLA launches the kernels compiled into TensorFlow (its buffer comparator, redzone checker, ...) through
+ * the driver API, with the function cudaGetFuncBySymbol gives for their host stub
+ * (xla/stream_executor/cuda/cuda_executor.cc, CudaExecutor::LoadKernel of an in-process symbol; CUDA
+ * runtime API reference, "Interactions with the CUDA Driver API"; cudaErrorInvalidDeviceFunction = 98 in
+ * driver_types.h). Every kernel is accepted, as launches are (the fake driver runs none). */
+static int runtime_function;
+cudaError_t cudaGetFuncBySymbol(void **function, const void *symbol) {
+    if (!function || !symbol) return 98; /* cudaErrorInvalidDeviceFunction */
+    *function = &runtime_function;
+    return 0;
+}
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const void *f, int block, size_t smem) {
     (void)f; (void)block; (void)smem; if (n) *n = 1; return 0;
 }

@@ -43,7 +43,7 @@ def decide(result: Result, q: Question, framework_none: bool = False) -> Decisio
 
     mine = [f for f in result.findings_for(q.ids) if about(f)]
     ids = tuple(f.id for f in mine)
-    blocker = result.blocked_by(q.layer, q.needs) or next(
+    blocker = result.blocked_by(q.layer, q.needs, q.subject) or next(
         (f for f in result.findings_for(q.requires) if f.severity is Severity.BLOCKER and about(f)), None
     )
     if blocker is not None and blocker not in mine:

@@ -61,7 +61,7 @@ class Result:
 
     def cause_blocked_by(self, f: Finding) -> Finding | None:
         """What blocks the finding ``f`` itself: a broken layer its evidence needs (a consequence of it)."""
-        return layers.blocker_among(self.findings, layers.cause_requires(f.id, f.layer))
+        return layers.blocker_among(self.findings, layers.cause_requires(f.id, f.layer), f.subject)
 
     def findings_for(self, ids: tuple[str, ...] | list[str]) -> list[Finding]:
         return [f for f in self.findings if f.id in ids]

@@ -538,6 +538,8 @@ class GpuMemory:
     #: What NVML says this process holds on the GPU after the test allocation (MiB); None where NVML does
     #: not list it (no NVML, or a container that hides the process ids).
     process_used_mb: int | None = None
+    #: The same reading once the devices exist, before the test allocation (the process's CUDA context).
+    process_base_mb: int | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from gpucheck.facts import ChildExit
 from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, STAGE_PREFIX, quiet
 
 TAIL_LINES = 80
+#: How long a killed child may take to be reaped before the runner stops waiting for it.
+REAP_TIMEOUT_S = 5.0
 TAIL_CHARS = 400
 
 
@@ -70,7 +72,15 @@ class ChildRunner:
                 except subprocess.TimeoutExpired:
                     timed_out = True
                     _kill_group(proc)
-                    output, _ = proc.communicate()
+                    try:
+                        output, _ = proc.communicate(timeout=REAP_TIMEOUT_S)
+                    except subprocess.TimeoutExpired:
+                        # Stuck in the kernel (a wedged GPU's driver call): SIGKILL waits until it returns.
+                        # Leave it to the kernel rather than hang the run with it.
+                        output = b""
+                        for pipe in (proc.stdout, proc.stderr):
+                            if pipe is not None:
+                                pipe.close()
             finally:
                 with self._lock:
                     self._live.discard(proc)
@@ -81,7 +91,10 @@ class ChildRunner:
                 # gpucheck itself killed it (the run was interrupted): neither a crash nor a result.
                 return _exit("cancelled", proc.returncode, start, lines, "stopped by gpucheck: the run was interrupted"), None
             if timed_out:
-                return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), None
+                # What a staged child wrote before it hung stands (the framework facts of a TensorFlow child
+                # that then hung in a C call its own watchdog could not interrupt).
+                data, _err = _read_facts(out)
+                return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), data
             data, err = _read_facts(out)
             if data is not None:
                 return _exit("ok", proc.returncode, start, lines, None), data

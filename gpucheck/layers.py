@@ -46,10 +46,8 @@ class ChildProbe:
     target: str
     facts_cls: type[Any]
     field: str
+    #: Variables set for the child; otherwise it runs with the user's environment, as their programs do.
     env: tuple[tuple[str, str], ...] = ()
-    #: Variables removed from the child's environment (the main TensorFlow child runs with TensorFlow's
-    #: default allocator; the user's TF_GPU_ALLOCATOR is tried in a process of its own).
-    unset: tuple[str, ...] = ()
     #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON).
     within: str | None = None
     #: When the probe is worth a process: a pure function of what is known before any child starts
@@ -102,19 +100,28 @@ FRAMEWORK_ENV = (("TF_CPP_MIN_LOG_LEVEL", "0"),)
 
 def _gpus_for_growth(pre: PreStart) -> str | None:
     """Memory growth is tried where there may be GPUs, and where the environment does not turn it off."""
+    if pre.settings.framework == "none":
+        return "--gpucheck-framework=none"
     if pre.nvidia_gpus_on_bus == 0:
         return "no NVIDIA GPU on the PCI bus"
     if pre.environment.get("TF_FORCE_GPU_ALLOW_GROWTH") == "false":
         return "TF_FORCE_GPU_ALLOW_GROWTH=false turns memory growth off in every TensorFlow process"
+    if pre.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async":
+        return "TF_GPU_ALLOCATOR=cuda_malloc_async: the allocator whose growth this tries is not in use"
     return None
 
 
 def _async_allocator_asked(pre: PreStart) -> str | None:
-    """TF_GPU_ALLOCATOR=cuda_malloc_async is tried where the environment asks for it (every TensorFlow
-    program here would use it), or with --gpucheck-deep."""
+    """TF_GPU_ALLOCATOR=cuda_malloc_async is tried in a process of its own with --gpucheck-deep. Where the
+    environment sets it, the main TensorFlow process (which runs with the user's environment, as their
+    programs do) already tries it."""
+    if pre.settings.framework == "none":
+        return "--gpucheck-framework=none"
     if pre.nvidia_gpus_on_bus == 0:
         return "no NVIDIA GPU on the PCI bus"
-    if pre.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async" or pre.settings.deep:
+    if pre.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async":
+        return "the environment sets TF_GPU_ALLOCATOR=cuda_malloc_async: the main TensorFlow process runs with it"
+    if pre.settings.deep:
         return None
     return "TF_GPU_ALLOCATOR is not cuda_malloc_async here (--gpucheck-deep tries it anyway)"
 
@@ -131,7 +138,6 @@ TENSORFLOW_PROBE = ChildProbe(
     FrameworkFacts,
     "framework",
     FRAMEWORK_ENV,
-    unset=("TF_GPU_ALLOCATOR",),
 )
 PLACEMENT_STEP = TfStep("placement", "gpucheck.probes.placement:placement_facts", PlacementFacts)
 #: Memory settings that must be made before TensorFlow touches a GPU, each in a TensorFlow process of its
@@ -142,7 +148,6 @@ MEMORY_GROWTH_PROBE = ChildProbe(
     MemoryConfigFacts,
     "memory_growth",
     FRAMEWORK_ENV,
-    unset=("TF_GPU_ALLOCATOR",),
     when=_gpus_for_growth,
 )
 MALLOC_ASYNC_PROBE = ChildProbe(
@@ -260,15 +265,26 @@ def check_files() -> tuple[str, ...]:
     return tuple(path for layer in LAYERS for path in layer.checks)
 
 
+def _other_gpu(f: Finding, subject: str | None) -> bool:
+    """``f`` is about one GPU ("GPU-5") and the question about another ("GPU-0")."""
+    return (
+        subject is not None
+        and f.subject is not None
+        and f.subject != subject
+        and f.subject.startswith("GPU-")
+        and subject.startswith("GPU-")
+    )
+
+
 def blocker_among(findings: Iterable[Finding], layers: frozenset[str], subject: str | None = None) -> Finding | None:
-    """The blocker of the lowest layer among ``layers`` (the run pseudo layer blocks everything)."""
+    """The blocker of the lowest layer among ``layers`` (the run pseudo layer blocks everything). For a
+    question about one GPU, a blocker about another GPU does not count: one lost GPU of eight leaves the
+    seven others' questions answered."""
     cat = catalog()
     candidates = [
         f
         for f in findings
-        if f.severity is Severity.BLOCKER
-        and (f.layer in layers or f.layer == RUN_LAYER)
-        and (subject is None or f.subject is None or f.subject == subject)
+        if f.severity is Severity.BLOCKER and (f.layer in layers or f.layer == RUN_LAYER) and not _other_gpu(f, subject)
     ]
     return min(candidates, key=lambda f: cat.layer_rank(f.layer)) if candidates else None
 

@@ -21,6 +21,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("gpucheck", default=False):
         return
+    if config.getoption("dist", default="no") not in ("no", None) or hasattr(config, "workerinput"):
+        # Each xdist worker would run its own diagnosis and the controller, which runs no check, would
+        # write the report: refuse with a sentence. The probes already run in parallel.
+        raise pytest.UsageError(
+            "--gpucheck runs its checks in one process: drop -n / --dist (pytest-xdist) for this run; "
+            "its probes already run in parallel"
+        )
     settings = resolve(config)
     # Imported only now: the diagnosis machinery (still no TensorFlow, NVML or ctypes in this process).
     from gpucheck.session import GpucheckSession

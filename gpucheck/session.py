@@ -153,11 +153,12 @@ class GpucheckSession:
 
     @pytest.fixture(scope="session", autouse=True)
     @classmethod
-    def _gpucheck_suite_properties(cls, request: pytest.FixtureRequest, record_testsuite_property: Any) -> None:
+    def _gpucheck_suite_properties(cls, request: pytest.FixtureRequest) -> None:
         """The verdict and the root cause as properties of the JUnit test suite (``--junitxml``)."""
         session = current(request.config)
-        if session is None:
-            return
+        if session is None or not request.config.pluginmanager.has_plugin("junitxml"):
+            return  # -p no:junitxml: no such fixture, and nothing to record into
+        record_testsuite_property = request.getfixturevalue("record_testsuite_property")
         result = session.result()
         record_testsuite_property("gpucheck.verdict", result.verdict)
         rc = result.root_cause

@@ -21,6 +21,10 @@ from typing import Any
 MAX_TIMEOUT_S = 86400.0
 
 
+#: The largest absolute memory amount accepted (1 PiB): far above any GPU, far below float overflow.
+MAX_MEMORY_BYTES = 1 << 50
+
+
 class SettingError(ValueError):
     """A bad value for a setting, with the sentence that says so."""
 
@@ -257,6 +261,8 @@ def parse_memory(text: str) -> str:
         raise ValueError("must be a percentage above 0 and below 100")
     if unit != "%" and value <= 0:
         raise ValueError("must be a positive amount of memory")
+    if unit != "%" and (not math.isfinite(value) or value * _UNITS[unit] > MAX_MEMORY_BYTES):
+        raise ValueError("must be at most 1 PiB")
     return text.strip()
 
 

@@ -243,3 +243,27 @@ def test_the_tensorflow_child_runs_the_steps_the_registry_lists() -> None:
     assert list(probes)[:2] == [layers.TENSORFLOW_PROBE.name, "placement"]  # the slowest start first
     assert layers.tf_steps(Settings(framework="none")) == ()
     assert "placement" not in {p.name for p in layers.probes(Settings(framework="none"))}
+
+
+def test_a_blocker_about_one_gpu_blocks_only_that_gpus_questions() -> None:
+    """One lost GPU of eight: the seven others' per-GPU questions are answered; questions about no GPU in
+    particular, and that GPU's own, are blocked."""
+    from gpucheck.decision import Question, decide
+    from gpucheck.diagnosis import Result, layer_states
+    from gpucheck.model import Severity, finding, root_cause, verdict
+
+    lost = finding("gpu-lost", Severity.BLOCKER, summary="s", cause="c", remedy="r", subject="GPU-5")
+    ecc = finding("ecc-errors", Severity.BLOCKER, summary="s", cause="c", remedy="r", subject="GPU-2")
+    findings = (lost, ecc)
+    rc = root_cause(findings)
+    assert rc is lost
+    every = frozenset(layer.name for layer in layers.LAYERS)
+    result = Result(None, {}, findings, rc, verdict(findings), layer_states(findings, rc, every), True)
+    health = ("ecc-errors",)
+    assert decide(result, Question("health", health, subject="GPU-0")).outcome == "passed"
+    assert decide(result, Question("health", health, subject="GPU-2")).outcome == "failed"
+    blocked = decide(result, Question("health", health, subject="GPU-5"))
+    assert blocked.outcome == "skipped" and blocked.blocked_by is lost
+    assert decide(result, Question("placement", ("placement-failed",))).blocked_by is lost
+    # The ECC fault on GPU 2 is not a consequence of GPU 5's loss: the report names it.
+    assert result.cause_blocked_by(ecc) is None and result.cause_blocked_by(lost) is None

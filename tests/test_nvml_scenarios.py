@@ -263,5 +263,8 @@ def test_scenario_gpu_stack_alone(
     for fid in expect.get("absent", []):
         assert fid not in run.finding_ids, fid
     assert report["facts"]["framework"] is None and report["facts"]["placement"] is None
+    # No TensorFlow process at all: memory growth is a framework question too.
+    assert report["facts"]["memory_growth"] is None and report["facts"]["cuda_malloc_async"] is None
+    assert report["facts"]["not_run"]["memory-growth"] == "--gpucheck-framework=none"
     states = {entry["layer"]: entry["state"] for entry in report["layers"]}
     assert {states[layer] for layer in ("compatibility", "libraries", "framework", "placement")} == {"not checked"}

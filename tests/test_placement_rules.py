@@ -290,7 +290,7 @@ def test_memory_growth_judged_by_what_the_process_holds() -> None:
     assert judge_growth([gpu_memory(used=650)]) == (True, None, None)
     # Growth off whatever get_memory_growth answers: the process took the GPU.
     applied, error, _ = judge_growth([gpu_memory(used=78752)])
-    assert applied is False and error is not None and "holds 78752 MiB" in error
+    assert applied is False and error is not None and "hold 78752 MiB more" in error
     # Other processes hold the memory: not a setting that failed, not checked (NVML names them).
     held = dataclasses.replace(gpu_memory(used=None, error="ResourceExhaustedError: OOM when allocating", free=40),
                                nvml_processes=((4242, 78700),))
@@ -298,6 +298,12 @@ def test_memory_growth_judged_by_what_the_process_holds() -> None:
     assert applied is None and error is None and why is not None and "pid 4242 (78700 MiB)" in why
     # NVML does not list the process (a container): not checked.
     assert judge_growth([gpu_memory(used=None)])[0] is None
+    # No device to allocate on: not checked, never "applied" without a reading.
+    assert judge_growth([]) == (None, None, "TensorFlow created no GPU device to allocate on")
+    # Judged by what the allocation added to the context the process already held (a 2.5 GiB context with
+    # CUDA_MODULE_LOADING=EAGER is no sign of growth being off).
+    eager = dataclasses.replace(gpu_memory(used=2600), process_base_mb=2500)
+    assert judge_growth([eager]) == (True, None, None)
 
     failed = evaluate(tf_facts(), memory_growth=growth(False, (gpu_memory(used=78752),), "holds 78752 MiB"))
     assert [f.severity.value for f in failed if f.id == "memory-config-failed"] == ["degraded"]
@@ -437,3 +443,22 @@ def test_a_step_that_overruns_its_budget_leaves_the_facts_before_it(tmp_path: An
     [f] = placement_rules(base_facts(placement=ProbeOutcome("placement", late, None)), Settings())
     assert f.id == "placement-failed" and "within its 1 s (a share of the 60 s timeout)" in f.summary
     assert "a step that hangs" in f.summary
+
+
+def test_a_child_killed_at_the_parents_timeout_keeps_its_framework_facts() -> None:
+    """A TensorFlow child that hangs in a C call its own watchdog cannot interrupt is killed at the parent's
+    timeout; the facts it wrote stand: no framework-hung, the step that did not finish is named."""
+    from gpucheck.rules.framework import framework_rules
+
+    hung = ChildExit("timeout", -9, "SIGKILL", 60.0, (), "placement: XLA on /GPU:0", "no answer within 60 s")
+    fw = FrameworkFacts(True, None, "2.21.0", None, {"is_cuda_build": True}, True, (), (), None)
+    facts = base_facts(
+        framework=ProbeOutcome("framework", hung, fw),
+        placement=ProbeOutcome("placement", hung, PlacementFacts(tf_facts(), {})),
+    )
+    assert "framework-hung" not in ids(framework_rules(facts, Settings()))
+    [f] = [f for f in placement_rules(facts, Settings()) if f.subject == "placement step"]
+    assert f.id == "placement-failed" and "XLA on /GPU:0" in f.summary and "within 60 s" in f.summary
+    # Without facts, a hang before the framework facts is framework-hung, as before.
+    silent = base_facts(framework=ProbeOutcome("framework", hung, None))
+    assert ids(framework_rules(silent, Settings())) == ["framework-hung"]

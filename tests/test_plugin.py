@@ -343,3 +343,23 @@ def test_gpu_stack_alone_on_this_host(pytester: pytest.Pytester, run_gpucheck: C
     bad = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=pytorch", "-p", "no:cacheprovider")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--gpucheck-framework must be one of tensorflow, none (got 'pytorch' from --gpucheck-framework)*"])
+
+
+def test_xdist_is_refused_with_a_sentence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each xdist worker would run a diagnosis of its own and the controller would write a report without
+    checks: a usage error that says so."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpucheck runs its checks in one process: drop -n / --dist*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_without_junitxml_the_checks_still_run(pytester: pytest.Pytester) -> None:
+    """The suite-property fixture is no error when the junitxml plugin is off."""
+    result = pytester.runpytest_subprocess(
+        "--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider", "-p", "no:junitxml"
+    )
+    assert result.ret in (0, 1)
+    assert "fixture 'record_testsuite_property' not found" not in result.stdout.str()
+    assert result.parseoutcomes().get("errors", 0) == 0, result.stdout.str()

@@ -27,13 +27,13 @@ from gpucheck.probes.placement import (
 from gpucheck.protocol import stage
 
 ALLOC_MB = ALLOC_ELEMENTS * 4 // (1 << 20)
-#: What a process may hold beyond its allocations with growth on: the CUDA context, cuBLAS/cuDNN
-#: workspaces, the allocator's rounding (about 0.5-1 GiB on an H100).
-GROWTH_SLACK_MB = 2048
+#: What the test allocation may add with growth on beyond itself: cuBLAS/cuDNN workspaces, the allocator's
+#: rounding and region doubling. Without growth it adds nearly the whole GPU.
+GROWTH_SLACK_MB = 1024
 
 
 def growth_ceiling_mb(total_mb: int | None) -> int:
-    """The most a process with growth on may hold after allocating ALLOC_MB (at most half the GPU)."""
+    """The most a process with growth on may add by allocating ALLOC_MB (at most half the GPU)."""
     ceiling = 4 * ALLOC_MB + GROWTH_SLACK_MB
     return min(ceiling, total_mb // 2) if total_mb else ceiling
 
@@ -43,7 +43,11 @@ def _out_of_memory(error: str | None) -> bool:
 
 
 def judge_growth(memory: list[GpuMemory]) -> tuple[bool | None, str | None, str | None]:
-    """(applied, error, not_checked) from what each GPU's process reading shows."""
+    """(applied, error, not_checked) from what each GPU's process reading shows: what the test allocation
+    added to what the process held once its devices existed (its CUDA context: ~0.5 GiB on an H100, more
+    with CUDA_MODULE_LOADING=EAGER)."""
+    if not memory:
+        return None, None, "TensorFlow created no GPU device to allocate on"
     for m in memory:
         if m.error is not None and _out_of_memory(m.error):
             free = f"{m.nvml_free_mb} MiB" if m.nvml_free_mb is not None else "too little memory"
@@ -53,17 +57,18 @@ def judge_growth(memory: list[GpuMemory]) -> tuple[bool | None, str | None, str 
             )
         if m.error is not None:
             return False, m.error, None
-    readings = [(m, m.process_used_mb) for m in memory]
-    if any(used is None for _m, used in readings):
-        return None, None, "NVML does not list this process's memory (no NVML, or process ids hidden by a container)"
-    for m, used in readings:
-        assert used is not None
+    for m in memory:
+        used = m.process_used_mb
+        if used is None:
+            return None, None, "NVML does not list this process's memory (no NVML, or process ids hidden by a container)"
+        added = used - (m.process_base_mb or 0)
         ceiling = growth_ceiling_mb(m.nvml_total_mb)
-        if used > ceiling:
+        if added > ceiling:
             return (
                 False,
-                f"after allocating {ALLOC_MB} MiB on {m.device} this process holds {used} MiB (more than {ceiling} "
-                "MiB): TensorFlow reserved the GPU's memory, memory growth is not in effect",
+                f"allocating {ALLOC_MB} MiB on {m.device} made this process hold {added} MiB more ({used} MiB in "
+                f"all, more than {ceiling} MiB added): TensorFlow reserved the GPU's memory, memory growth is not "
+                "in effect",
                 None,
             )
     return True, None, None
@@ -75,7 +80,11 @@ def _tf_process(
     """Import TensorFlow, configure, create the devices, allocate on each GPU. Nothing is captured but
     device creation: where TensorFlow aborts, its last lines reach the parent through the pipe."""
     stage("import tensorflow")
-    import tensorflow as tf
+    try:
+        import tensorflow as tf
+    except Exception as exc:  # noqa: BLE001 - the framework probe reports it; here nothing could be tried
+        facts = MemoryConfigFacts(name, setting, None, None, (), (), not_checked=f"TensorFlow cannot be imported: {exc}")
+        return None, [], [], facts, None
 
     gpus = list(tf.config.list_physical_devices("GPU"))
     if not gpus:
@@ -101,8 +110,9 @@ def _tf_process(
         # Not judged: whether the setting is at fault, the main TensorFlow process (which created its devices
         # without it, or failed the same way) tells; the rules weigh both.
         failed = error or f"{type(exc).__name__}: {_message(exc)}"
+        why = "out of memory: other processes hold the GPU" if _out_of_memory(failed) else failed
         facts = MemoryConfigFacts(
-            name, setting, None, failed, (), (), not_checked=f"TensorFlow could not create its GPU devices: {failed}"
+            name, setting, None, failed, (), (), not_checked=f"TensorFlow could not create its GPU devices: {why}"
         )
         return tf, [], [], facts, None
     stage(f"{name}: allocate")
@@ -145,4 +155,9 @@ def probe_cuda_malloc_async() -> MemoryConfigFacts:
         return done
     failed = next((m.error for m in memory if m.error is not None), None)
     problem = error or failed
+    if problem is not None and error is None and _out_of_memory(problem):
+        # Other processes hold the memory: that says nothing of the allocator.
+        return MemoryConfigFacts(
+            name, setting, None, problem, tuple(memory), tuple(logical), not_checked=problem, allocated_mb=ALLOC_MB
+        )
     return MemoryConfigFacts(name, setting, problem is None, problem, tuple(memory), tuple(logical), allocated_mb=ALLOC_MB)

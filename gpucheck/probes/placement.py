@@ -47,7 +47,7 @@ CPU_SPLIT = 2
 #: The memory limit (MiB) this process gives every GPU, at most: enough for every step, far from the whole
 #: GPU. Less where NVML shows less free (a quarter of the least free GPU, at least MEMORY_LIMIT_MIN_MB).
 MEMORY_LIMIT_MB = 1024
-MEMORY_LIMIT_MIN_MB = 64
+MEMORY_LIMIT_MIN_MB = 256
 #: Test allocation (float32 elements: 64 MiB).
 ALLOC_ELEMENTS = 16 * 1024 * 1024
 #: Each step after the devices exist may take this share of the probe's timeout (at least
@@ -211,6 +211,20 @@ def normalise_bus_id(text: str) -> str | None:
 # --- NVML before TensorFlow reserves memory -------------------------------------------------------
 
 
+def _sibling(pid: int) -> bool:
+    """Whether ``pid`` is another probe child of the same gpucheck run (same parent): gpucheck's own
+    TensorFlow processes are not "other processes" that use the GPU."""
+    if pid == os.getpid():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == os.getppid()
+
+
 def nvml_snapshot() -> dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]]:
     """Free / total MiB and compute processes of every GPU NVML sees, by normalised PCI bus id."""
     out: dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]] = {}
@@ -241,6 +255,7 @@ def nvml_snapshot() -> dict[str, tuple[int | None, int | None, tuple[tuple[int, 
                 plist = tuple(
                     (int(p.pid), int(p.usedGpuMemory) // (1 << 20) if isinstance(p.usedGpuMemory, int) else None)
                     for p in procs
+                    if not _sibling(int(p.pid))
                 )
                 if bus:
                     out[bus] = (int(mem.free) // (1 << 20), int(mem.total) // (1 << 20), plist)
@@ -550,6 +565,8 @@ def gpu_memory(
     """A test allocation on each GPU; what TensorFlow's allocator may use there (its "Created device ...
     with N MB" line), what NVML said before TensorFlow started, and what it says this process holds now."""
     buses = {int(dev.split(":")[1]): normalise_bus_id(bus) for dev, bus in created}
+    # What this process holds once its devices exist, before the test allocation (its CUDA context).
+    base = nvml_process_usage() if nvml else {}
     infos: list[tuple[dict[str, int] | None, str | None]] = []
     for i in range(count):
         info = None
@@ -569,7 +586,11 @@ def gpu_memory(
     for i, (info, error) in enumerate(infos):
         bus = buses.get(i)
         free, total, procs = nvml.get(bus, (None, None, ())) if bus else (None, None, ())
-        out.append(GpuMemory(f"/GPU:{i}", bus, limits.get(i), info, free, total, procs, error, held.get(bus or "")))
+        out.append(
+            GpuMemory(
+                f"/GPU:{i}", bus, limits.get(i), info, free, total, procs, error, held.get(bus or ""), base.get(bus or "")
+            )
+        )
     return out
 
 

@@ -30,13 +30,11 @@ def framework_then_steps() -> Iterator[Checkpoint]:
         return
     timeout = timeout_from_env()
     for key, target in tf_steps_from_env():
-        step = load_target(target)
-        if step is None:
-            data = {**data, "step_errors": {**data.get("step_errors", {}), key: f"not a probe step: {target!r}"}}
-            yield Checkpoint(data, None)
-            continue
         stage(f"{key}: start")
         try:
+            step = load_target(target)
+            if step is None:
+                raise LookupError(f"not a probe step: {target!r}")
             for facts, budget in step(timeout):
                 data = {**data, key: to_json(facts)}
                 yield Checkpoint(data, budget)

@@ -30,7 +30,7 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     if probe is None:
         return []
     exit_ = probe.exit
-    if exit_.status == "timeout":
+    if exit_.status == "timeout" and probe.facts is None:
         return [
             finding(
                 "framework-hung",

@@ -53,6 +53,8 @@ def not_judged(facts: Facts) -> str | None:
     if outcome is None:
         why = facts.not_run.get("memory-growth")
         return f"memory growth was not tried: {why}" if why else None
+    if outcome.exit.status == "timeout":
+        return f"memory growth: its TensorFlow process did not finish within {outcome.exit.duration_s:g} s"
     if outcome.facts is not None and outcome.facts.applied is None and outcome.facts.not_checked:
         return f"memory growth: {outcome.facts.not_checked}"
     return None
@@ -180,6 +182,8 @@ def _devices_created(tf: TfPlacementFacts | None) -> bool:
 
 def _setting(outcome: ProbeOutcome[MemoryConfigFacts], created_without_it: bool = False) -> list[Finding]:
     exit_, cfg = outcome.exit, outcome.facts
+    if exit_.status in ("timeout", "cancelled"):
+        return []  # not judged: not_judged() says so for the check
     if exit_.status != "ok":
         how = "did not finish in time" if exit_.status == "timeout" else f"died ({exit_.signal or exit_.returncode})"
         return [
@@ -195,7 +199,14 @@ def _setting(outcome: ProbeOutcome[MemoryConfigFacts], created_without_it: bool 
         ]
     if cfg is None:
         return []
-    if cfg.applied is None and cfg.error is not None and created_without_it:
+    if (
+        cfg.applied is None
+        and cfg.error is not None
+        and created_without_it
+        and cfg.not_checked is not None
+        and "out of memory" not in cfg.not_checked
+        and "cannot be imported" not in cfg.not_checked
+    ):
         # TensorFlow creates its devices without this setting, not with it: the setting is at fault.
         cfg = dataclasses.replace(cfg, applied=False)
     if cfg.applied is not False:

@@ -115,11 +115,14 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
     child that hung or died earlier is the framework rules' finding (framework-hung, framework-crashed)."""
     fw = facts.framework.facts if facts.framework is not None else None
     died = exit_.signal is not None or (exit_.returncode is not None and exit_.returncode != 0)
-    if exit_.status != "ok" or not died or fw is None or not fw.importable:
+    # A child killed at the parent's timeout after its framework facts: a step that did not finish, as when
+    # its own watchdog ends it (DEADLINE_EXIT).
+    overran = exit_.status == "timeout" and fw is not None
+    if (exit_.status != "ok" and not overran) or not (died or overran) or fw is None or not fw.importable:
         return []
     how = exit_.signal or f"exit code {exit_.returncode}"
     where = exit_.last_stage or "the placement step"
-    if exit_.returncode == DEADLINE_EXIT:
+    if exit_.returncode == DEADLINE_EXIT or overran:
         budget = next((m.group(1) for m in map(_STEP_BUDGET.search, exit_.stderr_tail) if m), None)
         within = f"its {budget} s (a share of the {settings.timeout:g} s timeout)" if budget else f"{settings.timeout:g} s"
         return [
@@ -161,6 +164,7 @@ def _devices_not_created(tf: TfPlacementFacts | None, error: str, exit_: ChildEx
     names = [str(g.details.get("device_name") or g.name) for g in tf.gpus] if tf is not None else []
     message = error.split(": ", 1)[1] if error.startswith("tensorflow.") and ": " in error else error
     logs = list(dict.fromkeys(ln for ln in exit_.stderr_tail if re.match(r"^[EWF]\d{4} ", ln)))[-10:]
+    out_of_memory = bool(re.search(r"out of memory|CUDA_ERROR_OUT_OF_MEMORY", " ".join([error, *logs]), re.IGNORECASE))
     return finding(
         "framework-gpu-init-failed",
         Severity.BLOCKER,
@@ -170,10 +174,15 @@ def _devices_not_created(tf: TfPlacementFacts | None, error: str, exit_: ChildEx
             f"thing any op does) fails: {error}. No op runs, on the GPU or the CPU."
         ),
         remedy=(
-            "The CUDA runtime and the driver disagree: check that the CUDA libraries TensorFlow loads are those of its "
-            "build (`pip install \"tensorflow[and-cuda]\"`), and that no other libcudart comes first on LD_LIBRARY_PATH."
+            "The GPU's memory is taken: a CUDA context does not fit. Stop the processes that hold it (nvidia-smi "
+            "lists them; gpu-memory-exhausted names them where NVML answers), or run on another GPU "
+            "(CUDA_VISIBLE_DEVICES)."
+            if out_of_memory
+            else "The CUDA runtime and the driver disagree: check that the CUDA libraries TensorFlow loads are those "
+            "of its build (`pip install \"tensorflow[and-cuda]\"`), and that no other libcudart comes first on "
+            "LD_LIBRARY_PATH."
         ),
-        evidence={"gpus": names, "error": error, "tensorflow_log": logs},
+        evidence={"gpus": names, "error": error, "tensorflow_log": logs, "out_of_memory": out_of_memory},
         subject="device initialisation",
     )
 

@@ -95,5 +95,19 @@ def tf_steps_from_env() -> list[tuple[str, str]]:
     return out
 
 
+def is_sibling(pid: int) -> bool:
+    """Whether ``pid`` is another probe child of the same gpucheck run (it has this child's parent): NVML
+    lists gpucheck's own TensorFlow processes once they hold a GPU, and they are not "other processes"."""
+    if pid == os.getpid():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == os.getppid()
+
+
 #: The section of the TensorFlow step where TensorFlow creates its devices: its error makes every op fail.
 INIT_SECTION = "initialise devices"

@@ -6,6 +6,7 @@ catalog and the check files on disk."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,19 @@ def test_a_blocker_about_one_gpu_blocks_only_that_gpus_questions() -> None:
     assert decide(result, Question("placement", ("placement-failed",))).blocked_by is lost
     # The ECC fault on GPU 2 is not a consequence of GPU 5's loss: the report names it.
     assert result.cause_blocked_by(ecc) is None and result.cause_blocked_by(lost) is None
+
+
+def test_probe_children_know_their_siblings() -> None:
+    """NVML lists every process that holds a GPU, gpucheck's own TensorFlow children too: a child tells its
+    siblings (same parent) from other processes, so they are never named as "other processes"."""
+    import subprocess
+    import sys
+
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        code = f"from gpucheck.protocol import is_sibling; print(is_sibling({sibling.pid}), is_sibling({os.getpid()}), is_sibling(1))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
+        assert out.stdout.split() == ["True", "False", "False"], out
+    finally:
+        sibling.kill()
+        sibling.wait()

@@ -35,7 +35,7 @@ from gpucheck.facts import (
     RetiredPages,
 )
 from gpucheck.probes.driver import LIBNVML, NVML_ERRORS, load, probe_nvml_basic
-from gpucheck.protocol import stage
+from gpucheck.protocol import is_sibling, stage
 
 NOT_SUPPORTED = "not-supported"
 FUNCTION_NOT_FOUND = "function-not-found"
@@ -276,6 +276,8 @@ def _processes(nv: Any, c: Calls, h: Any) -> tuple[NvmlProcess, ...] | None:
     out = []
     for p in procs:
         pid = int(p.pid)
+        if is_sibling(pid):
+            continue  # gpucheck's own TensorFlow process, started beside this one
         name = _text(c.get(("nvmlSystemGetProcessName", partial(nv.nvmlSystemGetProcessName, pid))))
         used = p.usedGpuMemory
         out.append(NvmlProcess(pid=pid, used_memory=int(used) if used is not None else None, name=name))

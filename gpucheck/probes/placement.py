@@ -36,7 +36,7 @@ from gpucheck.facts import (
     TrainingStepPlacement,
     XlaRun,
 )
-from gpucheck.protocol import CAPTURE_ENV, INIT_SECTION, quiet, stage
+from gpucheck.protocol import CAPTURE_ENV, INIT_SECTION, is_sibling, quiet, stage
 
 #: Environment variables TensorFlow reads for memory and XLA; their values are facts.
 ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
@@ -211,20 +211,6 @@ def normalise_bus_id(text: str) -> str | None:
 # --- NVML before TensorFlow reserves memory -------------------------------------------------------
 
 
-def _sibling(pid: int) -> bool:
-    """Whether ``pid`` is another probe child of the same gpucheck run (same parent): gpucheck's own
-    TensorFlow processes are not "other processes" that use the GPU."""
-    if pid == os.getpid():
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[-1].split()
-    return len(fields) > 1 and fields[1].isdigit() and int(fields[1]) == os.getppid()
-
-
 def nvml_snapshot() -> dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]]:
     """Free / total MiB and compute processes of every GPU NVML sees, by normalised PCI bus id."""
     out: dict[str, tuple[int | None, int | None, tuple[tuple[int, int | None], ...]]] = {}
@@ -255,7 +241,7 @@ def nvml_snapshot() -> dict[str, tuple[int | None, int | None, tuple[tuple[int, 
                 plist = tuple(
                     (int(p.pid), int(p.usedGpuMemory) // (1 << 20) if isinstance(p.usedGpuMemory, int) else None)
                     for p in procs
-                    if not _sibling(int(p.pid))
+                    if not is_sibling(int(p.pid))
                 )
                 if bus:
                     out[bus] = (int(mem.free) // (1 << 20), int(mem.total) // (1 << 20), plist)

@@ -8,13 +8,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import pytest
 
 from gpucheck.report import report_schema
 from tests import fakelibs
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 @dataclass
@@ -78,6 +80,10 @@ def fake_machine(
 @functools.cache
 def report_validator() -> jsonschema.protocols.Validator:
     """The published schema of the report (gpucheck/data/report.schema.json), checked itself first."""
+    # Imported here: an editable install's `pytest --gpucheck` loads this conftest too (the built-in checks
+    # live below it), and jsonschema costs 0.1 s at every start.
+    import jsonschema
+
     schema = report_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
@@ -107,3 +113,14 @@ def run_gpucheck(pytester: pytest.Pytester) -> Callable[..., GpucheckRun]:
         return GpucheckRun(result, report)
 
     return run
+
+
+#: Ratios the time-to-verdict benchmarks measured (their ``extra_info["ratio"]``), shown at the end of the run.
+BENCHMARK_RATIOS: dict[str, str] = {}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if BENCHMARK_RATIOS:
+        terminalreporter.section("time to verdict (median of gpucheck / median of its baseline, paired rounds)")
+        for name, line in BENCHMARK_RATIOS.items():
+            terminalreporter.write_line(f"{name}: {line}")

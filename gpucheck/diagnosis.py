@@ -24,7 +24,7 @@ from gpucheck.layers import ChildProbe, PreStart
 from gpucheck.model import RUN_LAYER, Finding, Severity, finding, root_cause, verdict
 from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
-from gpucheck.protocol import TF_STEPS_ENV, TIMEOUT_ENV
+from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
 from gpucheck.settings import Settings
 
 #: How long an abandoned diagnosis waits for the threads of its killed children to record them.
@@ -142,7 +142,7 @@ class Diagnosis:
     def _child_env(self, probe: ChildProbe) -> dict[str, str]:
         # The resolved timeout, so that a probe child running steps of its own (placement) can fit them in it;
         # the TensorFlow child gets the steps the registry lists.
-        env = {**dict(probe.env), TIMEOUT_ENV: f"{self.settings.timeout:g}"}
+        env = {**dict(probe.env), TIMEOUT_ENV: f"{self.settings.timeout:g}", DEEP_ENV: "1" if self.settings.deep else "0"}
         if probe is layers.TENSORFLOW_PROBE:
             env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in layers.tf_steps(self.settings))
         return env

@@ -81,6 +81,9 @@ def load_target(target: str) -> Callable[..., Any] | None:
     return fn if callable(fn) else None
 
 
+#: --gpucheck-deep, handed to the children (the same variable a user sets for it).
+DEEP_ENV = "GPUCHECK_DEEP"
+
 #: The steps the TensorFlow child runs after its framework facts, in order, each as ``key=module:function``
 #: (comma-separated): the layers that need TensorFlow register them (gpucheck.layers, ``Layer.tf_steps``).
 TF_STEPS_ENV = "GPUCHECK_TF_STEPS"

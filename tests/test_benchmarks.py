@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
+from conftest import BENCHMARK_RATIOS
+
 
 def _run(args: list[str], cwd: Path) -> int:
     return subprocess.run(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
@@ -50,7 +52,11 @@ def _ratio_benchmark(benchmark: BenchmarkFixture, cwd: Path, gpucheck: list[str]
     benchmark.extra_info["baseline_median_s"] = round(base, 3)
     stats = benchmark.stats
     if stats is not None:  # None where benchmarks are disabled (--benchmark-disable, xdist)
-        benchmark.extra_info["ratio"] = round(stats.stats.median / base, 3)
+        ratio = round(stats.stats.median / base, 3)
+        benchmark.extra_info["ratio"] = ratio
+        BENCHMARK_RATIOS[benchmark.name] = (
+            f"{stats.stats.median:.2f} s / {base:.2f} s = {ratio:.2f} (baseline: {benchmark.extra_info['baseline']})"
+        )
 
 
 ROUNDS = 3

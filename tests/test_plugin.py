@@ -65,6 +65,10 @@ def test_this_host_has_no_gpu(run_gpucheck: Callable[..., GpucheckRun]) -> None:
     # TensorFlow's own words are kept as evidence of the (blocked) framework finding.
     tf_log = next(f for f in report["findings"] if f["id"] == "framework-gpu-init-failed")["evidence"]["tensorflow_log"]
     assert any("cuda" in line.lower() for line in tf_log)
+    # Without a GPU, numerics and XLA have nothing to say about one: not run by default (--gpucheck-deep runs
+    # them on the CPU); placement and the multi-device path over logical CPUs are.
+    tf = report["facts"]["placement"]["facts"]["tf"]
+    assert tf["numerics"] == [] and tf["xla"] == [] and tf["runs"] and tf["multi_device"]["ok"]
 
 
 def test_plugin_inert_without_flag(pytester: pytest.Pytester) -> None:

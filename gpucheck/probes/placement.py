@@ -36,7 +36,8 @@ from gpucheck.facts import (
     TrainingStepPlacement,
     XlaRun,
 )
-from gpucheck.protocol import CAPTURE_ENV, INIT_SECTION, is_sibling, quiet, stage
+from gpucheck.protocol import CAPTURE_ENV, DEEP_ENV, INIT_SECTION, is_sibling, quiet, stage
+from gpucheck.settings import parse_switch
 
 #: Environment variables TensorFlow reads for memory and XLA; their values are facts.
 ENV_KEYS = ("TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR", "XLA_FLAGS", "TF_XLA_FLAGS", "CUDA_VISIBLE_DEVICES")
@@ -631,6 +632,14 @@ def _unimportable(exc: BaseException) -> TfPlacementFacts:
     return TfPlacementFacts(False, _err(exc), None, (), (), 0, None, (), None, (), (), None, ())
 
 
+def deep_from_env() -> bool:
+    """--gpucheck-deep, as the parent hands it down (DEEP_ENV)."""
+    try:
+        return parse_switch(os.environ.get(DEEP_ENV, ""))
+    except ValueError:
+        return False
+
+
 def placement_steps(timeout: float) -> Iterator[tuple[TfPlacementFacts, float | None]]:
     """The placement steps, in a process where TensorFlow is imported and its devices not yet initialised.
     After each step: the facts so far, and how long the next step may take (None: what is left of the
@@ -724,7 +733,9 @@ def placement_steps(timeout: float) -> Iterator[tuple[TfPlacementFacts, float | 
 
     numerics: list[NumericCheck] = []
     xla: list[XlaRun] = []
-    compute_devices = [f"/GPU:{i}" for i in range(len(gpus))] or ["/CPU:0"]
+    # Numerics and XLA say something about a GPU where there is one; on the CPU alone (no GPU registered)
+    # they only check the checks themselves, which --gpucheck-deep asks for.
+    compute_devices = [f"/GPU:{i}" for i in range(len(gpus))] or (["/CPU:0"] if deep_from_env() else [])
     for i, dev in enumerate(compute_devices):
         cc = compute_capability(gpus[i].details) if gpus else None
         numerics.extend(_section(errors, f"numerics on {dev}", _bind(_numerics, tf, np, dev, cc), []))

@@ -325,7 +325,7 @@ OPTIONS: tuple[Option, ...] = (
         parse_switch,
         None,
         "also try what the environment does not use and costs a TensorFlow process more "
-        "(TF_GPU_ALLOCATOR=cuda_malloc_async)",
+        "(TF_GPU_ALLOCATOR=cuda_malloc_async), and without a GPU run the numerics and XLA steps on the CPU",
         switch=True,
     ),
 )

@@ -141,10 +141,11 @@ def test_option_precedence(
     """Command line over environment over ini over default; the report says where each came from."""
     pytester.makeini("[pytest]\ngpucheck_timeout = 41\n")
     monkeypatch.setenv("GPUCHECK_TIMEOUT", "42")
-    run = run_gpucheck("--gpucheck-timeout=43")
+    # The GPU stack alone (no TensorFlow to import): where a setting comes from does not depend on it.
+    run = run_gpucheck("--gpucheck-timeout=43", "--gpucheck-framework=none")
     assert run.report["settings"]["timeout"] == {"value": 43.0, "source": "--gpucheck-timeout"}
     monkeypatch.delenv("GPUCHECK_TIMEOUT")
-    run = run_gpucheck()
+    run = run_gpucheck("--gpucheck-framework=none")
     assert run.report["settings"]["timeout"]["value"] == 41.0
     assert run.report["settings"]["timeout"]["source"].startswith("ini key gpucheck_timeout")
 
@@ -257,7 +258,10 @@ def test_exit_status_is_never_0_unless_accelerated(
     # --benchmark-only).
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     report = pytester.path / "r.json"
-    result = pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={report}", "-p", "no:cacheprovider", *args)
+    # The GPU stack alone is enough to be not-accelerated here (no GPU), without TensorFlow's import.
+    result = pytester.runpytest_subprocess(
+        "--gpucheck", "--gpucheck-framework=none", f"--gpucheck-json={report}", "-p", "no:cacheprovider", *args
+    )
     assert json.loads(report.read_text())["verdict"] == "not-accelerated"
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
 

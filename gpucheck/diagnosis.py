@@ -61,7 +61,7 @@ class Result:
 
     def cause_blocked_by(self, f: Finding) -> Finding | None:
         """What blocks the finding ``f`` itself: a broken layer its evidence needs (a consequence of it)."""
-        return layers.blocker_among(self.findings, layers.cause_requires(f.id, f.layer), f.subject)
+        return layers.consequence_of(self.findings, f)
 
     def findings_for(self, ids: tuple[str, ...] | list[str]) -> list[Finding]:
         return [f for f in self.findings if f.id in ids]
@@ -220,10 +220,9 @@ def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: fro
         here = [f for f in findings if f.layer == layer.name and f.is_fault]
         ids = tuple(dict.fromkeys(f.id for f in here))
         blocker = layers.blocker_among(findings, layers.requires(layer.name))
-        free = [f for f in here if layers.blocker_among(findings, layers.cause_requires(f.id, f.layer)) is None]
-        consequence = next(
-            (b for f in here if (b := layers.blocker_among(findings, layers.cause_requires(f.id, f.layer)))), None
-        )
+        causes = [(f, layers.consequence_of(findings, f)) for f in here]
+        free = [f for f, by in causes if by is None]
+        consequence = next((by for _f, by in causes if by is not None), None)
         if layer.name not in checked:
             state, by = "not checked", None
         elif blocker is not None:

@@ -206,6 +206,7 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
+@cache
 def by_name() -> dict[str, Layer]:
     return {layer.name: layer for layer in LAYERS}
 
@@ -287,6 +288,11 @@ def blocker_among(findings: Iterable[Finding], layers: frozenset[str], subject: 
         if f.severity is Severity.BLOCKER and (f.layer in layers or f.layer == RUN_LAYER) and not _other_gpu(f, subject)
     ]
     return min(candidates, key=lambda f: cat.layer_rank(f.layer)) if candidates else None
+
+
+def consequence_of(findings: Iterable[Finding], f: Finding) -> Finding | None:
+    """The blocker of a broken layer that ``f``'s own evidence needs, if any: ``f`` is then its consequence."""
+    return blocker_among(findings, cause_requires(f.id, f.layer), f.subject)
 
 
 def independent_of(f: Finding, rc: Finding | None) -> bool:

@@ -17,10 +17,10 @@ from gpucheck.facts import GpuMemory, MemoryConfigFacts
 from gpucheck.probes.placement import (
     ALLOC_ELEMENTS,
     _message,
-    captured,
     created_devices,
     created_limits,
     gpu_memory,
+    initialise_devices,
     memory_limit_for,
     nvml_snapshot,
 )
@@ -99,20 +99,17 @@ def _tf_process(
     stage(f"{name}: initialise devices")
     lines: list[str] = []
     try:
-        cap = None
-        try:
-            with captured() as cap:
-                logical = [str(d.name) for d in tf.config.list_logical_devices("GPU")]
-        finally:
-            if cap is not None:
-                lines = cap.lines
+        logical = initialise_devices(tf, "GPU", lines)
     except Exception as exc:  # noqa: BLE001 - TensorFlow could not create its devices with this configuration
-        # Not judged: whether the setting is at fault, the main TensorFlow process (which created its devices
-        # without it, or failed the same way) tells; the rules weigh both.
+        # Not judged here: whether the setting is at fault, the main TensorFlow process (which created its
+        # devices without it, or failed the same way) tells; the rules weigh both. Out of memory says nothing
+        # of the setting: no error then, only why it was not checked.
         failed = error or f"{type(exc).__name__}: {_message(exc)}"
-        why = "out of memory: other processes hold the GPU" if _out_of_memory(failed) else failed
+        oom = _out_of_memory(failed)
+        why = f"out of memory: other processes hold the GPU ({failed})" if oom else failed
         facts = MemoryConfigFacts(
-            name, setting, None, failed, (), (), not_checked=f"TensorFlow could not create its GPU devices: {why}"
+            name, setting, None, None if oom else failed, (), (),
+            not_checked=f"TensorFlow could not create its GPU devices: {why}",
         )
         return tf, [], [], facts, None
     stage(f"{name}: allocate")

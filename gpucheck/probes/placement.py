@@ -632,6 +632,20 @@ def _unimportable(exc: BaseException) -> TfPlacementFacts:
     return TfPlacementFacts(False, _err(exc), None, (), (), 0, None, (), None, (), (), None, ())
 
 
+def initialise_devices(tf: Any, device_type: str | None, lines: list[str]) -> list[str]:
+    """Create TensorFlow's devices (listing the logical ones does) with its output captured, for its "Created
+    device" lines: they land in ``lines``, also when creation raises (where TensorFlow dies creating them,
+    its last words reach the parent through the capture file, CAPTURE_ENV)."""
+    cap = None
+    try:
+        with captured() as cap:
+            return [str(d.name) for d in tf.config.list_logical_devices(device_type)]
+    finally:
+        # The block's lines are there once it has closed, also when the listing raised.
+        if cap is not None:
+            lines.extend(cap.lines)
+
+
 def deep_from_env() -> bool:
     """--gpucheck-deep, as the parent hands it down (DEEP_ENV)."""
     try:
@@ -689,21 +703,8 @@ def placement_steps(timeout: float) -> Iterator[tuple[TfPlacementFacts, float | 
     _section(errors, "memory limit", bound, None, capture=False)
     yield now(gpus=gpus, cpu_split=cpu_split, memory_limit_mb=limit, growth_kept_with_logical_devices=kept), None
 
-    # Captured for TensorFlow's "Created device" lines; where it dies creating its devices its last words
-    # still reach the parent through the capture file (CAPTURE_ENV).
     init_lines: list[str] = []
-
-    def initialise() -> list[str]:
-        cap = None
-        try:
-            with captured() as cap:
-                return [str(d.name) for d in tf.config.list_logical_devices()]
-        finally:
-            # The block's lines are there once it has closed, also when the listing raised.
-            if cap is not None:
-                init_lines.extend(cap.lines)
-
-    logical = _section(errors, INIT_SECTION, initialise, [], capture=False)
+    logical = _section(errors, INIT_SECTION, _bind(initialise_devices, tf, None, init_lines), [], capture=False)
     created = created_devices(init_lines)
     limits = created_limits(init_lines)
     yield now(logical_devices=tuple(logical), created_devices=tuple(created)), step_budget

@@ -199,14 +199,7 @@ def _setting(outcome: ProbeOutcome[MemoryConfigFacts], created_without_it: bool 
         ]
     if cfg is None:
         return []
-    if (
-        cfg.applied is None
-        and cfg.error is not None
-        and created_without_it
-        and cfg.not_checked is not None
-        and "out of memory" not in cfg.not_checked
-        and "cannot be imported" not in cfg.not_checked
-    ):
+    if cfg.applied is None and cfg.error is not None and created_without_it:
         # TensorFlow creates its devices without this setting, not with it: the setting is at fault.
         cfg = dataclasses.replace(cfg, applied=False)
     if cfg.applied is not False:

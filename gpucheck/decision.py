@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpucheck import layers
 from gpucheck.diagnosis import Result
 from gpucheck.model import Finding, Severity
 
@@ -24,6 +25,10 @@ class Question:
     subject: str | None = None
     #: Why the facts for this question are missing: unblocked and without a finding, it is "not checked".
     unchecked: str | None = None
+    #: The layers it needs instead of its layer's own: a benchmark on the CPU needs TensorFlow, not the GPUs.
+    instead: tuple[str, ...] | None = None
+    #: The benchmark a performance question is about: a finding that names other benchmarks is not its own.
+    benchmark: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,20 @@ class Decision:
 
 def decide(result: Result, q: Question, framework_none: bool = False) -> Decision:
     def about(f: Finding) -> bool:
+        if q.benchmark is not None:
+            named = f.evidence.get("benchmarks", [f.evidence["benchmark"]] if "benchmark" in f.evidence else None)
+            if named is not None and q.benchmark not in named:
+                return False
         return q.subject is None or f.subject is None or f.subject == q.subject
 
     mine = [f for f in result.findings_for(q.ids) if about(f)]
     ids = tuple(f.id for f in mine)
-    blocker = result.blocked_by(q.layer, q.needs, q.subject) or next(
+    if q.instead is not None:
+        wanted = frozenset().union(*(layers.requires(n) | {n} for n in q.instead))
+        first = layers.blocker_among(result.findings, wanted, q.subject)
+    else:
+        first = result.blocked_by(q.layer, q.needs, q.subject)
+    blocker = first or next(
         (f for f in result.findings_for(q.requires) if f.severity is Severity.BLOCKER and about(f)), None
     )
     if blocker is not None and blocker not in mine:

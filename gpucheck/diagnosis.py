@@ -11,10 +11,10 @@ from __future__ import annotations
 import platform
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent import futures
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from gpucheck import __version__, layers
@@ -32,6 +32,7 @@ ABANDON_WAIT_S = 2.0
 
 T = TypeVar("T")
 R = TypeVar("R")
+
 
 @dataclass(frozen=True)
 class LayerState:
@@ -133,7 +134,9 @@ class Diagnosis:
             else:
                 self._not_run[probe.name] = why
         own = [p for p in self._probes if p.within is None]
-        futures = {p.name: _in_daemon_thread(self.runner.run, p.target, settings.timeout, self._child_env(p)) for p in own}
+        futures = {
+            p.name: _in_daemon_thread(self.runner.run, p.target, settings.timeout, self._child_env(p)) for p in own
+        }
         self._pending = {
             p.field: _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
             for p in self._probes
@@ -142,7 +145,11 @@ class Diagnosis:
     def _child_env(self, probe: ChildProbe) -> dict[str, str]:
         # The resolved timeout, so that a probe child running steps of its own (placement) can fit them in it;
         # the TensorFlow child gets the steps the registry lists.
-        env = {**dict(probe.env), TIMEOUT_ENV: f"{self.settings.timeout:g}", DEEP_ENV: "1" if self.settings.deep else "0"}
+        env = {
+            **dict(probe.env),
+            TIMEOUT_ENV: f"{self.settings.timeout:g}",
+            DEEP_ENV: "1" if self.settings.deep else "0",
+        }
         if probe is layers.TENSORFLOW_PROBE:
             env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in layers.tf_steps(self.settings))
         return env
@@ -185,6 +192,23 @@ class Diagnosis:
         )
         return Result(None, partial, (incomplete,), incomplete, "not-accelerated", (), False)
 
+    def measure(self, env: Mapping[str, str], timeout: float) -> Result:
+        """Run the probes that come after the diagnosis (the performance layer's benchmarks), one after the
+        other on a machine where no other probe of ours runs any more, and judge again with their facts.
+        ``env`` is handed to them (the plan of the benchmarks); ``timeout`` bounds each."""
+        result = self.result()
+        if result.facts is None:
+            return result
+        facts = result.facts
+        for probe in layers.measured_after(self.settings):
+            child_env = {**self._child_env(probe), TIMEOUT_ENV: f"{timeout:g}", **env}
+            exit_, data = self.runner.run(probe.target, timeout, child_env)
+            outcome = ProbeOutcome(probe.name, exit_, from_json(probe.facts_cls, data) if data is not None else None)
+            facts = replace(facts, **{probe.field: outcome})  # type: ignore[arg-type]
+        with self._lock:
+            self._result = self._judge(facts)
+            return self._result
+
     def _evaluate(self) -> Result:
         hardware = self._hardware
         kernel = probe_kernel(len(hardware.nvidia_gpus))
@@ -198,15 +222,24 @@ class Diagnosis:
             not_run=dict(self._not_run),
             environment=self._environment,
         )
+        return self._judge(facts)
+
+    def _judge(self, facts: Facts) -> Result:
         findings = tuple(finding for rule in layers.rules() for finding in rule(facts, self.settings))
         rc = root_cause(findings)
+        # A layer measured after the diagnosis is "not checked" until it has been (its items deselected).
+        unmeasured = {
+            layer.name
+            for layer in layers.LAYERS
+            if layer.after is not None and getattr(facts, layer.after.field) is None
+        }
         return Result(
             facts=facts,
             partial_facts={},
             findings=findings,
             root_cause=rc,
             verdict=verdict(findings),
-            layers=layer_states(findings, rc, layers.checked(self.settings)),
+            layers=layer_states(findings, rc, layers.checked(self.settings) - unmeasured),
             complete=True,
         )
 

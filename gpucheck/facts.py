@@ -605,6 +605,45 @@ class PlacementFacts:
     env: dict[str, str | None]
 
 
+# --- performance (the benchmark child, after the diagnosis) ---------------------------
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """One benchmark of the plan (``gpucheck.probes.benchplan.Spec``) as the benchmark child measured it."""
+
+    #: The pytest item's name (``test_matmul[GPU:0-bfloat16]``), its kind and parameter id.
+    name: str
+    kind: str
+    param: str
+    devices: tuple[str, ...]
+    #: Separate hardware (GPUs), not logical CPU devices that share the CPU's cores.
+    physical: bool
+    #: The work one round does (e.g. chained matmuls), timed as a whole and synchronised once: the
+    #: per-round times divided by it are the times of one unit of work.
+    iterations: int = 1
+    #: Seconds per round, as measured (warm-up, tracing and compilation are not in them).
+    rounds: tuple[float, ...] = ()
+    #: Derived figures: tflops, gbps, speedup, efficiency, device, dtype, shape ...
+    extra_info: dict[str, Any] = field(default_factory=dict)
+    #: Why it could not be measured (the exception's text), or None.
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PerformanceFacts:
+    tensorflow: str | None
+    #: TensorFlow's logical devices in the benchmark process (the CPU split into logical devices).
+    devices: tuple[str, ...]
+    benchmarks: tuple[BenchmarkRun, ...]
+    #: What kept the benchmarks from starting (TensorFlow not importable, the devices not set up).
+    setup_error: str | None = None
+    #: Whether every benchmark of the plan was attempted (False when the child was stopped partway).
+    finished: bool = False
+    #: The names of the benchmarks the plan asked for.
+    planned: tuple[str, ...] = ()
+
+
 # --- a probe that ran in a child process ----------------------------------------------
 
 
@@ -649,6 +688,9 @@ class Facts:
     memory_growth: ProbeOutcome[MemoryConfigFacts] | None = None
     #: TF_GPU_ALLOCATOR=cuda_malloc_async, in a TensorFlow process of its own; None when not tried.
     cuda_malloc_async: ProbeOutcome[MemoryConfigFacts] | None = None
+    #: The performance layer's benchmarks (--gpucheck-benchmarks): measured after the layers below, in a
+    #: TensorFlow process of their own; None when not measured.
+    performance: ProbeOutcome[PerformanceFacts] | None = None
     #: Child probes not started, and why (``memory-growth``: "no NVIDIA GPU on the PCI bus").
     not_run: dict[str, str] = field(default_factory=dict)
     #: The environment variables the rules weigh (``gpucheck.probes.host.ENVIRONMENT_KEYS``), as this run

@@ -25,10 +25,23 @@ from gpucheck.facts import (
     LibrariesFacts,
     MemoryConfigFacts,
     NvmlFacts,
+    PerformanceFacts,
     PlacementFacts,
 )
 from gpucheck.model import RUN_LAYER, Finding, Severity, catalog
-from gpucheck.rules import compat, devicemap, driver, framework, host, libraries, memory, nvml, placement, visibility
+from gpucheck.rules import (
+    compat,
+    devicemap,
+    driver,
+    framework,
+    host,
+    libraries,
+    memory,
+    nvml,
+    performance,
+    placement,
+    visibility,
+)
 from gpucheck.settings import Settings
 
 Rule = Callable[[Facts, Settings], list[Finding]]
@@ -90,6 +103,11 @@ class Layer:
     framework: bool = False
     #: This version gathers its facts; a layer not yet built is reported as "not checked".
     built: bool = True
+    #: The ``Settings`` switch that asks for it (``benchmarks``): off, the layer is "not checked".
+    asked_by: str | None = None
+    #: Its child probe, started only once the diagnosis of every layer below has ended (``Diagnosis.measure``),
+    #: so that it times on a machine where no probe of ours still runs.
+    after: ChildProbe | None = None
 
 
 # --- probes -------------------------------------------------------------------------------------------
@@ -159,6 +177,11 @@ MALLOC_ASYNC_PROBE = ChildProbe(
     when=_async_allocator_asked,
 )
 
+#: The performance layer's benchmarks, in a TensorFlow process of their own, after the diagnosis.
+PERFORMANCE_PROBE = ChildProbe(
+    "performance", "gpucheck.probes.performance:probe_performance", PerformanceFacts, "performance"
+)
+
 
 # --- the registry ------------------------------------------------------------------------------------
 
@@ -201,7 +224,15 @@ LAYERS: tuple[Layer, ...] = (
         checks=("checks/checks_memory.py",),
     ),
     Layer("health", ("visibility",)),
-    Layer("performance", ("placement", "resources", "health"), built=False),
+    Layer(
+        "performance",
+        ("placement", "resources", "health"),
+        rules=(performance.performance_rules,),
+        checks=("checks/checks_performance.py",),
+        framework=True,
+        asked_by="benchmarks",
+        after=PERFORMANCE_PROBE,
+    ),
     Layer("cluster", ("framework",), built=False),
 )
 
@@ -238,7 +269,11 @@ def cause_requires(cause_id: str, layer: str) -> frozenset[str]:
 def checked(settings: Settings) -> frozenset[str]:
     """The layers whose facts this run gathers."""
     return frozenset(
-        layer.name for layer in LAYERS if layer.built and not (layer.framework and settings.framework == "none")
+        layer.name
+        for layer in LAYERS
+        if layer.built
+        and not (layer.framework and settings.framework == "none")
+        and (layer.asked_by is None or bool(getattr(settings, layer.asked_by)))
     )
 
 
@@ -254,7 +289,10 @@ def probes(settings: Settings) -> tuple[ChildProbe, ...]:
     on = checked(settings)
     found = [p for layer in LAYERS if layer.name in on for p in layer.probes]
     tensorflow = [p for p in found if p is TENSORFLOW_PROBE]
-    steps = [ChildProbe(s.key, TENSORFLOW_PROBE.target, s.facts_cls, s.key, within=TENSORFLOW_PROBE.name) for s in tf_steps(settings)]
+    steps = [
+        ChildProbe(s.key, TENSORFLOW_PROBE.target, s.facts_cls, s.key, within=TENSORFLOW_PROBE.name)
+        for s in tf_steps(settings)
+    ]
     return tuple(tensorflow + (steps if tensorflow else []) + [p for p in found if p not in tensorflow])
 
 
@@ -262,8 +300,21 @@ def rules() -> tuple[Rule, ...]:
     return tuple(rule for layer in LAYERS for rule in layer.rules)
 
 
-def check_files() -> tuple[str, ...]:
-    return tuple(path for layer in LAYERS for path in layer.checks)
+def check_files(settings: Settings | None = None) -> tuple[str, ...]:
+    """The check files of every layer, or of the layers ``settings`` asks for (a layer a switch asks for has
+    no checks without it)."""
+    return tuple(
+        path
+        for layer in LAYERS
+        for path in layer.checks
+        if settings is None or layer.asked_by is None or bool(getattr(settings, layer.asked_by))
+    )
+
+
+def measured_after(settings: Settings) -> tuple[ChildProbe, ...]:
+    """The probes that run after the diagnosis, for the layers this run checks."""
+    on = checked(settings)
+    return tuple(layer.after for layer in LAYERS if layer.name in on and layer.after is not None)
 
 
 def _other_gpu(f: Finding, subject: str | None) -> bool:

@@ -89,6 +89,10 @@ DEEP_ENV = "GPUCHECK_DEEP"
 TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
 
 
+#: The benchmarks the performance child measures (``gpucheck.probes.benchplan``), as JSON.
+BENCH_PLAN_ENV = "GPUCHECK_BENCH_PLAN"
+
+
 def tf_steps_from_env() -> list[tuple[str, str]]:
     out = []
     for item in os.environ.get(TF_STEPS_ENV, "").split(","):

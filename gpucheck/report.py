@@ -307,3 +307,58 @@ def _keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
         except PermissionError:
             pass  # Not root: the report is ours now, as an editor's save would make it.
     os.fchmod(fd, stat.S_IMODE(old.st_mode))
+
+
+def machine_info(result: Result) -> dict[str, Any]:
+    """What a saved benchmark ran on (``machine_info["gpucheck"]``, DESIGN.md "Contract: performance"):
+    the driver, the CUDA driver API, the CUDA and cuDNN TensorFlow was built with, the cuDNN the loader
+    finds, TensorFlow, and the GPUs NVML lists (else the CUDA driver's). None where unknown."""
+    facts = result.facts
+    info: dict[str, Any] = dict.fromkeys(
+        ("driver", "cuda_driver", "cuda_build", "cudnn_build", "cudnn_loaded", "tensorflow"), None
+    )
+    info["gpus"] = []
+    if facts is None:
+        return info
+    nf, cf = facts.nvml.facts, facts.cuda.facts
+    info["driver"] = facts.kernel.module_version or (nf.driver_version if nf is not None else None)
+    api = cf.driver_version if cf is not None and cf.driver_version else (nf.cuda_driver_version if nf else None)
+    info["cuda_driver"] = f"{api // 1000}.{api % 1000 // 10}" if api else None
+    tf = facts.framework.facts if facts.framework is not None else None
+    if tf is not None and tf.importable:
+        info["tensorflow"] = tf.version
+        if tf.is_cuda_build:
+            info["cuda_build"] = _text(tf.build_info.get("cuda_version"))
+            info["cudnn_build"] = _text(tf.build_info.get("cudnn_version"))
+    lf = facts.libraries.facts if facts.libraries is not None else None
+    cudnn = next((lib for lib in (lf.libraries if lf is not None else ()) if lib.key == "cudnn" and lib.loaded), None)
+    info["cudnn_loaded"] = cudnn.version if cudnn is not None else None
+    if nf is not None and nf.gpus:
+        info["gpus"] = [
+            {
+                "index": g.index,
+                "name": g.name,
+                "uuid": g.uuid,
+                "pci_bus_id": g.pci_bus_id,
+                "compute_capability": g.compute_capability,
+                "memory_total": g.memory.total if g.memory is not None else None,
+            }
+            for g in nf.gpus
+        ]
+    elif cf is not None:
+        info["gpus"] = [
+            {
+                "index": d.ordinal,
+                "name": d.name,
+                "uuid": d.uuid,
+                "pci_bus_id": d.pci_bus_id,
+                "compute_capability": f"{d.cc_major}.{d.cc_minor}" if d.cc_major is not None else None,
+                "memory_total": d.memory_total,
+            }
+            for d in cf.devices
+        ]
+    return info
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -14,6 +14,9 @@ import pytest
 from gpucheck import layers, report
 from gpucheck.decision import Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
+from gpucheck.probes import benchplan
+from gpucheck.protocol import BENCH_PLAN_ENV
+from gpucheck.rules import performance
 from gpucheck.settings import Settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -22,13 +25,17 @@ FINDING_IDS = pytest.StashKey[list[str]]()
 SESSION = pytest.StashKey["GpucheckSession"]()
 
 
-def check_files() -> frozenset[Path]:
-    """The check files the registry names (gpucheck.layers)."""
-    return frozenset(PACKAGE_DIR / path for path in layers.check_files())
+def check_files(settings: Settings | None = None) -> frozenset[Path]:
+    """The check files the registry names (gpucheck.layers) for the layers ``settings`` asks for."""
+    return frozenset(PACKAGE_DIR / path for path in layers.check_files(settings))
 
 
 def current(config: pytest.Config) -> GpucheckSession | None:
     return config.stash.get(SESSION, None)
+
+
+#: What keeps TensorFlow from running at all, even on the CPU.
+TENSORFLOW_BROKEN = ("framework-missing", "framework-crashed", "framework-hung")
 
 
 class Check:
@@ -59,12 +66,14 @@ class Check:
         subject: str | None = None,
         unchecked: str | None = None,
         needs: tuple[str, ...] = (),
+        instead: tuple[str, ...] | None = None,
+        benchmark: str | None = None,
     ) -> None:
         """Ask the question (``gpucheck.decision.Question``) and act on the decision: fail with the faults'
         cause and remedy, skip as blocked or not checked, or pass."""
         decision = decide(
             self.result,
-            Question(layer, ids, requires, needs, subject, unchecked),
+            Question(layer, ids, requires, needs, subject, unchecked, instead, benchmark),
             framework_none=self.settings.framework == "none",
         )
         self._item.stash[FINDING_IDS] = list(decision.finding_ids)
@@ -79,6 +88,70 @@ class Check:
                 )
             pytest.fail("\n\n".join(report.failure_text(f) for f in decision.faults), pytrace=False)
 
+    def measure(self, spec: benchplan.Spec, benchmark: Any) -> None:
+        """A benchmark of the performance layer: skipped as blocked when what it needs is broken (a GPU
+        benchmark needs the GPU stack; a CPU one only TensorFlow), else measured in the benchmark process
+        (once for all of them, after the diagnosis), its real per-round times handed to pytest-benchmark's
+        fixture with its figures in ``extra_info``; failed with the finding when the figure is far below
+        what the GPU is built for, or when it could not be measured."""
+        # The fallback benchmark asks for a GPU that does not exist: it runs on the CPU.
+        on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
+        ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
+        # On the CPU only TensorFlow itself must work: a machine without a GPU still gets its CPU figures.
+        instead, requires = (None, ()) if on_gpu else ((), TENSORFLOW_BROKEN)
+        question = Question("performance", ids, requires, instead=instead, benchmark=spec.name)
+        early = decide(self.result, Question("performance", (), requires, instead=instead))
+        if early.blocked_by is not None:
+            self._item.user_properties.append(("gpucheck.blocked_by", early.blocked_by.id))
+            self._item.stash[FINDING_IDS] = []
+            pytest.skip(early.reason)
+        result = self._session.measured()
+        facts = result.facts
+        pf = performance.performance(facts) if facts is not None else None
+        run = next((r for r in (pf.benchmarks if pf is not None else ()) if r.name == spec.name), None)
+        if run is not None and run.error is None and run.rounds and facts is not None:
+            extra = dict(run.extra_info)
+            exp = performance.expectation(facts, run)
+            if exp is not None:
+                extra.update(
+                    expected=exp.expected,
+                    share_of_expected=exp.share,
+                    expected_model=exp.model,
+                    expected_basis=exp.basis,
+                )
+            _feed(benchmark, spec, run.iterations, run.rounds, extra)
+        self.verify(
+            question.layer,
+            question.ids,
+            requires,
+            instead=instead,
+            benchmark=spec.name,
+            unchecked=None if run is not None else "the benchmark process did not measure it",
+        )
+
+
+def _feed(
+    benchmark: Any, spec: benchplan.Spec, iterations: int, rounds: tuple[float, ...], extra: dict[str, Any]
+) -> None:
+    """Hand pytest-benchmark the per-round times measured in the benchmark process, as its fixture records
+    its own (``BenchmarkFixture._make_stats`` + ``Metadata.update`` per round: the only way in for times
+    taken elsewhere; checked here, so that another pytest-benchmark says so in a sentence)."""
+    benchmark.extra_info.update(extra)
+    if getattr(benchmark, "disabled", False):
+        return  # --benchmark-disable: measured and judged, not recorded
+    make_stats = getattr(benchmark, "_make_stats", None)
+    if not callable(make_stats) or getattr(benchmark, "_mode", None):
+        pytest.fail(
+            "this pytest-benchmark cannot be handed times measured elsewhere (no BenchmarkFixture._make_stats): "
+            "install pytest-benchmark 4 or 5",
+            pytrace=False,
+        )
+    benchmark.group = spec.group
+    benchmark._mode = "gpucheck (measured in its TensorFlow process)"
+    stats = make_stats(iterations)
+    for seconds in rounds:
+        stats.update(seconds)
+
 
 class GpucheckSession:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
@@ -92,13 +165,17 @@ class GpucheckSession:
         #: Why the report could not be written at the end, if it could not.
         self._write_error: str | None = None
         self._previous_sigterm: Any = None
+        #: The benchmarks of the performance layer: planned at collection, measured once.
+        self._plan: list[benchplan.Spec] | None = None
+        self._selected: list[benchplan.Spec] = []
+        self._measured = False
 
     # --- life cycle ---------------------------------------------------------------------
 
     def start(self) -> None:
         config = self.config
         config.stash[SESSION] = self
-        suite = sorted({str(path.parent) for path in check_files()})
+        suite = sorted({str(path.parent) for path in check_files(self.settings)})
         if config.args_source == pytest.Config.ArgsSource.ARGS:
             config.args.extend(suite)
         else:
@@ -124,6 +201,32 @@ class GpucheckSession:
             self._result = self.diagnosis.result()
         return self._result
 
+    def benchmark_plan(self) -> list[benchplan.Spec]:
+        """The benchmarks for the devices TensorFlow listed in the diagnosis (the CPU always)."""
+        if self._plan is None:
+            facts = self.result().facts
+            tf = facts.framework.facts if facts is not None and facts.framework is not None else None
+            gpus = [_capability(d.details.get("compute_capability")) for d in (tf.gpus if tf is not None else ())]
+            self._plan = benchplan.plan(gpus)
+        return self._plan
+
+    def measured(self) -> Result:
+        """The result with the performance layer's benchmarks measured (the first time: they run now, in a
+        TensorFlow process of their own, each bounded by --gpucheck-timeout)."""
+        if not self._measured:
+            self._measured = True
+            assert self.diagnosis is not None
+            specs = _with_companions(self._selected or self.benchmark_plan(), self.benchmark_plan())
+            self.result()
+            timeout = self.settings.timeout * (len(specs) + 2)
+            self._result = self.diagnosis.measure({BENCH_PLAN_ENV: benchplan.to_env(specs)}, timeout)
+        return self.result()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
+        """Every saved benchmark of a --gpucheck run (gpucheck's and the user's own) says what it ran on."""
+        machine_info["gpucheck"] = report.machine_info(self.result())
+
     def close(self) -> None:
         if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._previous_sigterm)
@@ -138,13 +241,19 @@ class GpucheckSession:
     # --- collection ---------------------------------------------------------------------
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
-        if file_path in check_files():
+        if file_path in check_files(self.settings):
             return pytest.Module.from_parent(parent, path=file_path)
         return None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        files = check_files()
+        files = check_files(self.settings)
         self._check_ids = {item.nodeid for item in items if item.path in files}
+        self._selected = [
+            spec
+            for item in items
+            if item.path in files
+            and isinstance(spec := getattr(getattr(item, "callspec", None), "params", {}).get("spec"), benchplan.Spec)
+        ]
 
     @pytest.fixture
     def gpucheck_check(self, request: pytest.FixtureRequest) -> Check:
@@ -183,7 +292,9 @@ class GpucheckSession:
                 path, line = item.reportinfo()[:2]
                 rep.longrepr = (str(path), (line or 0) + 1, rep.longrepr[2])
             ids = item.stash.get(FINDING_IDS, [])
-            entry = self._outcomes.setdefault(item.nodeid, {"nodeid": item.nodeid, "outcome": "passed", "finding_ids": []})
+            entry = self._outcomes.setdefault(
+                item.nodeid, {"nodeid": item.nodeid, "outcome": "passed", "finding_ids": []}
+            )
             entry["finding_ids"] = ids
             if rep.failed:
                 entry["outcome"] = "failed"
@@ -219,6 +330,25 @@ class GpucheckSession:
             sys.stderr.write(f"\ngpucheck: {exc}\n")
 
 
+def _capability(value: Any) -> tuple[int, int] | None:
+    """TensorFlow's device details give the compute capability as a pair (``[9, 0]`` once in JSON)."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return (value[0], value[1])
+    return None
+
+
+def _with_companions(selected: list[benchplan.Spec], plan: list[benchplan.Spec]) -> list[benchplan.Spec]:
+    """The selected benchmarks and those their figures are computed against (a scaling run against one
+    device of its method; a split or fallback matpow against matpow on one device), in plan order."""
+    names = {s.name for s in selected}
+    for s in selected:
+        if s.kind == "scaling":
+            names.add(f"test_scaling[{s.param.rsplit('-', 1)[0]}-x1]")
+        if s.kind in ("matpow", "matpow_fallback"):
+            names.update({"test_matpow[GPU:0]", "test_matpow[CPU:0]"})
+    return [s for s in plan if s.name in names]
+
+
 #: The exit status when the run itself went well but the report could not be written (pytest's own codes
 #: are 0 to 5).
 EXIT_REPORT_NOT_WRITTEN = 6
@@ -232,9 +362,14 @@ def exit_status(pytest_status: int, result: Result | None, write_error: str | No
         return pytest_status
     if write_error is not None:
         return EXIT_REPORT_NOT_WRITTEN
-    if result is not None and result.verdict != "accelerated" and pytest_status in (
-        pytest.ExitCode.OK,
-        pytest.ExitCode.NO_TESTS_COLLECTED,
+    if (
+        result is not None
+        and result.verdict != "accelerated"
+        and pytest_status
+        in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        )
     ):
         return int(pytest.ExitCode.TESTS_FAILED)
     return pytest_status

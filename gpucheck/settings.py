@@ -277,6 +277,18 @@ def memory_bytes(spec: str, total: int) -> int:
     return int(value * _UNITS[unit])
 
 
+def parse_share(text: str) -> float:
+    """A share of an expected figure: ``50%`` or ``0.5``, above 0 and at most 1."""
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ValueError("must be a share like 50% or 0.5") from None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise ValueError("must be a share above 0 and at most 100%")
+    return value
+
+
 def parse_gpu_count(text: str) -> int:
     try:
         value = int(text.strip())
@@ -328,6 +340,31 @@ OPTIONS: tuple[Option, ...] = (
         "(TF_GPU_ALLOCATOR=cuda_malloc_async), and without a GPU run the numerics and XLA steps on the CPU",
         switch=True,
     ),
+    Option(
+        "benchmarks",
+        parse_switch,
+        None,
+        "also measure how well TensorFlow uses each device (the performance layer): matmul by dtype, matpow, "
+        "copy bandwidth, cuDNN convolution, launch latency, all-reduce and multi-device scaling, as "
+        "pytest-benchmark benchmarks (--benchmark-json and --benchmark-save keep them)",
+        switch=True,
+    ),
+    Option(
+        "min-share",
+        parse_share,
+        "50%",
+        "the share of a GPU model's expected figure (TFLOP/s, GB/s) a benchmark must reach; less is "
+        "gpu-underperforming (default 50%)",
+        "SHARE",
+    ),
+    Option(
+        "min-scaling",
+        parse_share,
+        "60%",
+        "the efficiency multi-GPU training must keep (speed-up over one GPU / GPU count); less is "
+        "scaling-inefficient (default 60%)",
+        "SHARE",
+    ),
 )
 
 
@@ -342,6 +379,11 @@ class Settings:
     framework: str = "tensorflow"
     #: --gpucheck-deep: the slower, deeper probes too.
     deep: bool = False
+    #: --gpucheck-benchmarks: the performance layer's benchmarks too.
+    benchmarks: bool = False
+    #: The share of an expected figure a GPU must reach, and the multi-GPU scaling efficiency it must keep.
+    min_share: float = 0.5
+    min_scaling: float = 0.6
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").
     sources: tuple[tuple[str, str], ...] = ()
 

@@ -1,0 +1,139 @@
+"""What the performance layer measures on a machine: one :class:`Spec` per benchmark, a pure function of
+the devices TensorFlow lists. The parent names its pytest items after it (``test_matmul[GPU:0-bfloat16]``)
+and hands it to the benchmark child (``gpucheck.probes.performance``), which measures each one.
+
+Standard library only: the parent imports it without TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Logical CPU devices the benchmark child splits the CPU into: multi-device code paths (all-reduce,
+#: scaling) run on them where there is no second GPU. They share the CPU's cores: their figures are
+#: reported, their scaling is never judged.
+LOGICAL_CPUS = 4
+
+#: The benchmark kinds, in the order they run (the test functions of ``checks/checks_performance.py``).
+KINDS = ("matmul", "matpow", "matpow_fallback", "copy", "conv", "launch", "allreduce", "scaling")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One benchmark: the test function it belongs to (``kind``), its parameter id, the TensorFlow devices
+    it runs on, and what varies (dtype, copy direction, eager or function, towers or MirroredStrategy)."""
+
+    kind: str
+    param: str
+    devices: tuple[str, ...]
+    dtype: str | None = None
+    variant: str | None = None
+    #: Whether its devices are separate hardware (GPUs), rather than logical CPU devices sharing cores.
+    physical: bool = True
+
+    @property
+    def name(self) -> str:
+        """The pytest item's name, as pytest-benchmark records it."""
+        return f"test_{self.kind}[{self.param}]"
+
+    @property
+    def group(self) -> str:
+        return self.kind if self.dtype is None else f"{self.kind} {self.dtype}"
+
+
+def gpu_dtypes(cc: tuple[int, int] | None) -> tuple[str, ...]:
+    """Matmul dtypes a GPU of compute capability ``cc`` runs on Tensor Cores (float32 always, with TF32
+    off): float16 from 7.0, TF32 and bfloat16 from 8.0."""
+    out = ["float32"]
+    if cc is None or cc >= (7, 0):
+        out.append("float16")
+    if cc is None or cc >= (8, 0):
+        out += ["tf32", "bfloat16"]
+    return tuple(out)
+
+
+def _counts(n: int) -> list[int]:
+    """1, 2, 4 … up to n, and n itself."""
+    out, k = [], 1
+    while k < n:
+        out.append(k)
+        k *= 2
+    return [*out, n]
+
+
+def plan(gpus: list[tuple[int, int] | None]) -> list[Spec]:
+    """The benchmarks for a machine whose TensorFlow lists ``len(gpus)`` GPUs (their compute
+    capabilities, None where unknown): the CPU always, each GPU, and the multi-device ones."""
+    cpu = "/CPU:0"
+    gpu = [f"/GPU:{i}" for i in range(len(gpus))]
+    specs: list[Spec] = []
+    for dtype in ("float32", "float16", "bfloat16"):
+        specs.append(Spec("matmul", f"CPU:0-{dtype}", (cpu,), dtype))
+    for i, cc in enumerate(gpus):
+        specs += [Spec("matmul", f"GPU:{i}-{dtype}", (gpu[i],), dtype) for dtype in gpu_dtypes(cc)]
+    specs.append(Spec("matpow", "CPU:0", (cpu,), "float32"))
+    specs += [Spec("matpow", f"GPU:{i}", (gpu[i],), "float32") for i in range(len(gpus))]
+    if len(gpus) >= 2:
+        specs.append(Spec("matpow", "GPU:0+GPU:1", (gpu[0], gpu[1]), "float32"))
+    # The same program asked for a GPU that does not exist: soft placement runs it on the CPU, silently.
+    specs.append(Spec("matpow_fallback", f"GPU:{len(gpus)}-absent", (f"/GPU:{len(gpus)}",), "float32"))
+    specs.append(Spec("copy", "CPU:0-host", (cpu,), variant="host"))
+    for i in range(len(gpus)):
+        for variant in ("h2d-pinned", "h2d-pageable", "d2h", "d2d"):
+            specs.append(Spec("copy", f"GPU:{i}-{variant}", (gpu[i],), variant=variant))
+    if len(gpus) >= 2:
+        specs.append(Spec("copy", "GPU:0-GPU:1", (gpu[0], gpu[1]), variant="peer"))
+    specs += [Spec("conv", f"CPU:0-{dtype}", (cpu,), dtype) for dtype in ("float32", "bfloat16")]
+    for i, cc in enumerate(gpus):
+        dtypes = [d for d in gpu_dtypes(cc) if d != "tf32"]
+        specs += [Spec("conv", f"GPU:{i}-{dtype}", (gpu[i],), dtype) for dtype in dtypes]
+    for dev, label in [(cpu, "CPU:0"), *((g, g[1:]) for g in gpu)]:
+        specs += [Spec("launch", f"{label}-{v}", (dev,), variant=v) for v in ("eager", "function")]
+    cpus = [f"/CPU:{i}" for i in range(LOGICAL_CPUS)]
+    for n in (2, LOGICAL_CPUS):
+        specs.append(Spec("allreduce", f"CPU-x{n}", tuple(cpus[:n]), "float32", physical=False))
+    if len(gpus) >= 2:
+        specs.append(Spec("allreduce", f"GPU-x{len(gpus)}", tuple(gpu), "float32"))
+    for variant in ("towers", "mirrored"):
+        for n in _counts(LOGICAL_CPUS):
+            specs.append(Spec("scaling", f"{variant}-CPU-x{n}", tuple(cpus[:n]), "float32", variant, physical=False))
+        if len(gpus) >= 2:
+            for n in _counts(len(gpus)):
+                specs.append(Spec("scaling", f"{variant}-GPU-x{n}", tuple(gpu[:n]), "float32", variant))
+    return specs
+
+
+def to_env(specs: list[Spec]) -> str:
+    return json.dumps([asdict(s) for s in specs], separators=(",", ":"))
+
+
+def from_env(text: str) -> list[Spec]:
+    """The plan as the parent handed it down (JSON, never evaluated): malformed entries are dropped."""
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return []
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        spec = _spec(item)
+        if spec is not None:
+            out.append(spec)
+    return out
+
+
+def _spec(item: Any) -> Spec | None:
+    if not isinstance(item, dict) or item.get("kind") not in KINDS:
+        return None
+    devices = item.get("devices")
+    if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        return None
+    dtype, variant = item.get("dtype"), item.get("variant")
+    if (
+        not isinstance(item.get("param"), str)
+        or not isinstance(dtype, str | None)
+        or not isinstance(variant, str | None)
+    ):
+        return None
+    return Spec(item["kind"], item["param"], tuple(devices), dtype, variant, bool(item.get("physical", True)))

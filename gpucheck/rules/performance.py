@@ -1,0 +1,313 @@
+"""Rules of the performance layer: figures the benchmarks measured (``gpucheck.probes.performance``)
+against what the GPU model can do (``data/gpu_performance.json``), and multi-GPU scaling.
+
+- ``gpu-underperforming``: a GPU's matmul TFLOP/s for a dtype, its host↔device copy bandwidth (against its
+  model's PCIe link) or its device-memory copy bandwidth (against its memory bandwidth) below
+  ``--gpucheck-min-share`` of the expected figure;
+- ``scaling-inefficient``: training on n ≥ 2 physical GPUs keeps less than ``--gpucheck-min-scaling`` of
+  linear speed-up. Logical CPU devices share the CPU's cores: their figures are reported, never judged;
+- ``benchmark-failed``: a benchmark raised, or the benchmark process crashed or overran.
+
+Each names the lower-layer evidence that explains it where the diagnosis found any (clocks throttled, the
+PCIe link below its maximum, no peer-to-peer access, other processes on the GPU), and otherwise the
+likely cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpucheck import expected
+from gpucheck.facts import BenchmarkRun, Facts, PerformanceFacts
+from gpucheck.model import Finding, Severity, finding
+from gpucheck.rules import devicemap, nvml
+from gpucheck.settings import Settings
+
+#: Lower-layer findings that explain a slow GPU or poor scaling, on the same GPU (or between GPUs).
+EXPLAINING = (
+    "clocks-throttled",
+    "pcie-link-degraded",
+    "p2p-unavailable",
+    "p2p-unavailable-note",
+    "gpu-memory-exhausted",
+    "memory-growth-advised",
+    "ecc-errors",
+)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a benchmark's headline figure should reach on its GPU model."""
+
+    figure: str
+    unit: str
+    measured: float
+    expected: float
+    model: str
+    basis: str
+    sources: tuple[str, ...]
+
+    @property
+    def share(self) -> float:
+        return self.measured / self.expected
+
+
+def performance(facts: Facts) -> PerformanceFacts | None:
+    return facts.performance.facts if facts.performance is not None else None
+
+
+def tf_gpu_index(run: BenchmarkRun) -> int | None:
+    """The TensorFlow GPU a single-GPU benchmark ran on (``/GPU:1`` -> 1)."""
+    if len(run.devices) != 1 or not run.physical:
+        return None
+    dev = run.devices[0].upper()
+    if "GPU:" not in dev:
+        return None
+    tail = dev.rsplit("GPU:", 1)[1]
+    return int(tail) if tail.isdigit() else None
+
+
+def subject_of(facts: Facts, tf_index: int) -> str:
+    """The GPU as findings name it (``GPU-<nvidia-smi index>``), joined on the PCI bus id; TensorFlow's own
+    index where NVML cannot say."""
+    for row in devicemap.device_map(facts):
+        if row.tensorflow == f"GPU:{tf_index}" and row.nvml_index is not None:
+            return f"GPU-{row.nvml_index}"
+    return f"GPU-{tf_index}"
+
+
+def gpu_name(facts: Facts, tf_index: int) -> str | None:
+    """The GPU's model name: NVML's, else TensorFlow's device details."""
+    for row in devicemap.device_map(facts):
+        if row.tensorflow == f"GPU:{tf_index}" and row.name:
+            return row.name
+    tf = facts.framework.facts if facts.framework is not None else None
+    if tf is not None and tf_index < len(tf.gpus):
+        name = tf.gpus[tf_index].details.get("device_name")
+        return str(name) if name else None
+    return None
+
+
+def expectation(facts: Facts, run: BenchmarkRun) -> Expectation | None:
+    """The expected figure for a benchmark on one GPU of a known model, or None (a CPU, an unknown model, a
+    benchmark without an expectation: launch latency, conv, matpow, all-reduce)."""
+    index = tf_gpu_index(run)
+    if index is None or run.error is not None:
+        return None
+    exp = expected.expected_for(gpu_name(facts, index))
+    if exp is None:
+        return None
+    info = run.extra_info
+    dtype = str(info.get("dtype") or "")
+    if run.kind == "matmul" and dtype in exp.tflops and isinstance(info.get("tflops"), float):
+        return Expectation(
+            "tflops",
+            "TFLOP/s",
+            info["tflops"],
+            exp.tflops[dtype],
+            exp.model,
+            f"dense {dtype} peak of the {exp.model}",
+            exp.sources,
+        )
+    direction = info.get("direction")
+    link = expected.pcie_gbps(exp.pcie_generation, exp.pcie_width)
+    if (
+        run.kind == "copy"
+        and direction in ("h2d-pinned", "h2d-pageable", "d2h")
+        and link
+        and isinstance(info.get("gbps"), float)
+    ):
+        basis = f"PCIe Gen{exp.pcie_generation} x{exp.pcie_width}, one direction"
+        return Expectation("gbps", "GB/s", info["gbps"], link, exp.model, basis, exp.sources)
+    if run.kind == "copy" and direction == "d2d" and exp.memory_gbps and isinstance(info.get("memory_gbps"), float):
+        basis = "memory bandwidth (a copy reads and writes each byte)"
+        return Expectation("memory_gbps", "GB/s", info["memory_gbps"], exp.memory_gbps, exp.model, basis, exp.sources)
+    return None
+
+
+def performance_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    pf = performance(facts)
+    out: list[Finding] = []
+    if facts.performance is not None and (pf is None or not pf.finished or pf.setup_error):
+        out.append(_process_failed(facts, pf))
+    if pf is None:
+        return out
+    below = nvml.nvml_rules(facts, settings)
+    for run in pf.benchmarks:
+        if run.error is not None:
+            out.append(_benchmark_failed(facts, run))
+            continue
+        exp = expectation(facts, run)
+        if exp is not None and exp.share < settings.min_share:
+            out.append(_underperforming(facts, run, exp, settings, below))
+    out += _scaling(facts, pf, settings, below)
+    return out
+
+
+def _explaining(findings: list[Finding], subjects: set[str]) -> list[dict[str, Any]]:
+    return [
+        {"id": f.id, "subject": f.subject, "summary": f.summary}
+        for f in findings
+        if f.id in EXPLAINING and (f.subject is None or f.subject in subjects)
+    ]
+
+
+def _underperforming(
+    facts: Facts, run: BenchmarkRun, exp: Expectation, settings: Settings, below: list[Finding]
+) -> Finding:
+    index = tf_gpu_index(run)
+    subject = subject_of(facts, index if index is not None else 0)
+    explained = _explaining(below, {subject})
+    if explained:
+        why = "What the diagnosis found on this GPU explains it: " + "; ".join(e["summary"] for e in explained)
+        remedy = "Mend what is named above (its own finding says how), then run `pytest --gpucheck --gpucheck-benchmarks` again."
+    elif run.kind == "copy":
+        why = (
+            "Nothing the diagnosis found explains it. The likely causes: the GPU sits in a slot whose link trained "
+            "below its maximum only under load, the copy goes through another CPU socket's memory (NUMA), or an "
+            "IOMMU in translation mode slows DMA."
+        )
+        remedy = (
+            "Check `nvidia-smi -q -d PCIE` while copying, `nvidia-smi topo -m` for the CPU affinity of the GPU, "
+            "and run the process on the GPU's NUMA node (`numactl --cpunodebind`)."
+        )
+    else:
+        why = (
+            "Nothing the diagnosis found explains it (no throttling, no other process on the GPU). The likely "
+            "causes: clocks held low by a power limit or application clocks, or another job that started "
+            "after the diagnosis."
+        )
+        remedy = (
+            "Compare `nvidia-smi -q -d CLOCK,POWER,PERFORMANCE` during the run with the GPU's maximum, look for "
+            "other processes with `nvidia-smi`, and run the benchmarks again on an idle GPU."
+        )
+    return finding(
+        "gpu-underperforming",
+        Severity.DEGRADED,
+        summary=(
+            f"{subject} ({exp.model}) reaches {exp.measured:.3g} {exp.unit} in {run.name}, {exp.share:.0%} of the "
+            f"{exp.expected:.3g} {exp.unit} it is built for (at least {settings.min_share:.0%} expected)."
+        ),
+        cause=f"Measured against the {exp.basis}. {why}",
+        remedy=remedy,
+        evidence={
+            "benchmark": run.name,
+            "figure": exp.figure,
+            "measured": exp.measured,
+            "expected": exp.expected,
+            "share_of_expected": exp.share,
+            "min_share": settings.min_share,
+            "model": exp.model,
+            "sources": list(exp.sources),
+            "explained_by": explained,
+        },
+        subject=subject,
+    )
+
+
+def _scaling(facts: Facts, pf: PerformanceFacts, settings: Settings, below: list[Finding]) -> list[Finding]:
+    out = []
+    for method in ("towers", "mirrored"):
+        runs = [
+            r
+            for r in pf.benchmarks
+            if r.kind == "scaling" and r.physical and r.error is None and r.extra_info.get("method") == method
+        ]
+        poor = [
+            r
+            for r in runs
+            if len(r.devices) >= 2
+            and isinstance(r.extra_info.get("efficiency"), float)
+            and r.extra_info["efficiency"] < settings.min_scaling
+        ]
+        if not poor:
+            continue
+        worst = min(poor, key=lambda r: float(r.extra_info["efficiency"]))
+        subjects = {subject_of(facts, i) for i in range(len(worst.devices))}
+        explained = _explaining(below, subjects)
+        per_device = worst.extra_info.get("per_device_batch")
+        if explained:
+            why = "What the diagnosis found explains it: " + "; ".join(e["summary"] for e in explained)
+        else:
+            why = (
+                f"Nothing the diagnosis found explains it. The likely causes: a per-device batch of {per_device} "
+                "too small for the step to outweigh the gradient exchange, the input pipeline bound on the CPU, "
+                "or the GPUs' work issued one after the other by one host thread."
+            )
+        figures = {
+            r.param: {"speedup": r.extra_info.get("speedup"), "efficiency": r.extra_info.get("efficiency")}
+            for r in runs
+        }
+        out.append(
+            finding(
+                "scaling-inefficient",
+                Severity.DEGRADED,
+                summary=(
+                    f"Training on {len(worst.devices)} GPUs ({method}) runs {float(worst.extra_info['speedup']):.2f}× "
+                    f"as fast as on one: {float(worst.extra_info['efficiency']):.0%} efficiency "
+                    f"(at least {settings.min_scaling:.0%} expected)."
+                ),
+                cause=f"The same training step, the per-device batch fixed at {per_device}. {why}",
+                remedy=(
+                    "Mend what is named above first. Otherwise raise the per-device batch, feed the input with "
+                    "tf.data prefetching on the GPUs, and check `nvidia-smi topo -m` for how the GPUs connect."
+                ),
+                evidence={
+                    "benchmarks": [r.name for r in runs],
+                    "method": method,
+                    "per_device_batch": per_device,
+                    "by_device_count": figures,
+                    "min_scaling": settings.min_scaling,
+                    "explained_by": explained,
+                },
+            )
+        )
+    return out
+
+
+def _benchmark_failed(facts: Facts, run: BenchmarkRun) -> Finding:
+    index = tf_gpu_index(run)
+    return finding(
+        "benchmark-failed",
+        Severity.DEGRADED,
+        summary=f"The benchmark {run.name} could not run: {(run.error or '')[:300]}",
+        cause=(
+            f"TensorFlow raised while running it on {', '.join(d.lstrip('/') for d in run.devices)}; the other "
+            "benchmarks ran."
+        ),
+        remedy=(
+            "Read the error: an all-reduce on GPUs needs NCCL (the nvidia-nccl-cu12 wheel of tensorflow[and-cuda]); "
+            "out of memory means another process holds the GPU's memory."
+        ),
+        evidence={"benchmark": run.name, "devices": list(run.devices), "error": run.error},
+        subject=subject_of(facts, index) if index is not None else None,
+    )
+
+
+def _process_failed(facts: Facts, pf: PerformanceFacts | None) -> Finding:
+    assert facts.performance is not None
+    exit_ = facts.performance.exit
+    if pf is not None and pf.setup_error:
+        what = f"it could not set up its devices: {pf.setup_error}"
+    elif exit_.status == "timeout" or exit_.returncode == 124:
+        what = f"it was stopped at its time limit while in {exit_.last_stage or 'its first step'}"
+    else:
+        what = f"it ended ({exit_.status}, {exit_.signal or exit_.returncode}) while in {exit_.last_stage or 'its first step'}"
+    done = len(pf.benchmarks) if pf is not None else 0
+    return finding(
+        "benchmark-failed",
+        Severity.DEGRADED,
+        summary=f"The benchmark process did not finish: {what}.",
+        cause=f"{done} benchmark(s) were measured before it ended; the others were not.",
+        remedy=(
+            "A benchmark that hangs or crashes TensorFlow on a GPU that passed every check below is worth a bug "
+            "report with this evidence; raise --gpucheck-timeout if it was only slow."
+        ),
+        evidence={
+            "status": exit_.status,
+            "last_stage": exit_.last_stage,
+            "stderr_tail": list(exit_.stderr_tail[-20:]),
+            **({"benchmarks": [n for n in pf.planned if n not in {r.name for r in pf.benchmarks}]} if pf else {}),
+        },
+    )

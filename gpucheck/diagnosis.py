@@ -252,7 +252,7 @@ def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: fro
     for layer in layers.LAYERS:
         here = [f for f in findings if f.layer == layer.name and f.is_fault]
         ids = tuple(dict.fromkeys(f.id for f in here))
-        blocker = layers.blocker_among(findings, layers.requires(layer.name))
+        blocker = layers.layer_blocker(findings, layer.name)
         causes = [(f, layers.consequence_of(findings, f)) for f in here]
         free = [f for f, by in causes if by is None]
         consequence = next((by for _f, by in causes if by is not None), None)

@@ -103,6 +103,10 @@ class Layer:
     framework: bool = False
     #: This version gathers its facts; a layer not yet built is reported as "not checked".
     built: bool = True
+    #: Blockers of a layer it does not need as a whole that still block it: the performance layer needs
+    #: ops to reach the GPU (no placement-failed, no soft-placement-fallback), not right results from
+    #: them (a GPU that computes wrong is still timed: numerical-mismatch stands as its own root cause).
+    blocked_by_ids: tuple[str, ...] = ()
     #: The ``Settings`` switch that asks for it (``benchmarks``): off, the layer is "not checked".
     asked_by: str | None = None
     #: Its child probe, started only once the diagnosis of every layer below has ended (``Diagnosis.measure``),
@@ -226,7 +230,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("health", ("visibility",)),
     Layer(
         "performance",
-        ("placement", "resources", "health"),
+        ("framework", "resources", "health"),
+        blocked_by_ids=("placement-failed", "soft-placement-fallback"),
         rules=(performance.performance_rules,),
         checks=("checks/checks_performance.py",),
         framework=True,
@@ -339,6 +344,15 @@ def blocker_among(findings: Iterable[Finding], layers: frozenset[str], subject: 
         if f.severity is Severity.BLOCKER and (f.layer in layers or f.layer == RUN_LAYER) and not _other_gpu(f, subject)
     ]
     return min(candidates, key=lambda f: cat.layer_rank(f.layer)) if candidates else None
+
+
+def layer_blocker(findings: Iterable[Finding], layer: str, subject: str | None = None) -> Finding | None:
+    """What blocks ``layer`` as a whole: the lowest broken layer it needs, or one of its ``blocked_by_ids``."""
+    found = list(findings)
+    own = by_name()[layer].blocked_by_ids if layer in by_name() else ()
+    return blocker_among(found, requires(layer), subject) or next(
+        (f for f in found if f.id in own and f.severity is Severity.BLOCKER and not _other_gpu(f, subject)), None
+    )
 
 
 def consequence_of(findings: Iterable[Finding], f: Finding) -> Finding | None:

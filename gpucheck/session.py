@@ -6,6 +6,7 @@ import signal
 import sys
 import threading
 from collections.abc import Generator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from gpucheck import layers, report
 from gpucheck.decision import Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
+from gpucheck.facts import BenchmarkRun
 from gpucheck.probes import benchplan
 from gpucheck.protocol import BENCH_PLAN_ENV
 from gpucheck.rules import performance
@@ -94,13 +96,8 @@ class Check:
         (once for all of them, after the diagnosis), its real per-round times handed to pytest-benchmark's
         fixture with its figures in ``extra_info``; failed with the finding when the figure is far below
         what the GPU is built for, or when it could not be measured."""
-        # The fallback benchmark asks for a GPU that does not exist: it runs on the CPU.
-        on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
-        ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
-        # On the CPU only TensorFlow itself must work: a machine without a GPU still gets its CPU figures.
-        instead, requires = (None, ()) if on_gpu else ((), TENSORFLOW_BROKEN)
-        question = Question("performance", ids, requires, instead=instead, benchmark=spec.name)
-        early = decide(self.result, Question("performance", (), requires, instead=instead))
+        question = benchmark_question(self.result, spec)
+        early = decide(self.result, replace(question, ids=()))
         if early.blocked_by is not None:
             self._item.user_properties.append(("gpucheck.blocked_by", early.blocked_by.id))
             self._item.stash[FINDING_IDS] = []
@@ -123,11 +120,28 @@ class Check:
         self.verify(
             question.layer,
             question.ids,
-            requires,
-            instead=instead,
+            question.requires,
+            subject=question.subject,
+            instead=question.instead,
             benchmark=spec.name,
             unchecked=None if run is not None else "the benchmark process did not measure it",
         )
+
+
+def benchmark_question(result: Result, spec: benchplan.Spec) -> Question:
+    """What a benchmark asks. On the CPU only TensorFlow itself must work: a machine without a GPU still gets
+    its CPU figures (the fallback benchmark asks for a GPU that does not exist and runs on the CPU). On a
+    GPU: what the performance layer needs (of placement only what keeps ops off the GPU), about that GPU."""
+    ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
+    on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
+    if not on_gpu:
+        return Question("performance", ids, TENSORFLOW_BROKEN, instead=(), benchmark=spec.name)
+    run = BenchmarkRun(spec.name, spec.kind, spec.param, spec.devices, spec.physical)
+    index = performance.tf_gpu_index(run)
+    subject = performance.subject_of(result.facts, index) if index is not None and result.facts is not None else None
+    return Question(
+        "performance", ids, layers.by_name()["performance"].blocked_by_ids, subject=subject, benchmark=spec.name
+    )
 
 
 def _feed(
@@ -207,7 +221,9 @@ class GpucheckSession:
             facts = self.result().facts
             tf = facts.framework.facts if facts is not None and facts.framework is not None else None
             gpus = [_capability(d.details.get("compute_capability")) for d in (tf.gpus if tf is not None else ())]
-            self._plan = benchplan.plan(gpus)
+            lf = facts.libraries.facts if facts is not None and facts.libraries is not None else None
+            nccl = lf is None or any(lib.key == "nccl" and lib.loaded for lib in lf.libraries)
+            self._plan = benchplan.plan(gpus, nccl=nccl)
         return self._plan
 
     def measured(self) -> Result:
@@ -216,11 +232,23 @@ class GpucheckSession:
         if not self._measured:
             self._measured = True
             assert self.diagnosis is not None
-            specs = _with_companions(self._selected or self.benchmark_plan(), self.benchmark_plan())
+            result = self.result()
+            # Only what is not blocked: a benchmark on a GPU the diagnosis found broken would only hang there.
+            wanted = [s for s in self._selected if decide(result, replace(benchmark_question(result, s), ids=())).blocked_by is None]
+            specs = _with_companions(wanted, self.benchmark_plan())
             self.result()
-            timeout = self.settings.timeout * (len(specs) + 2)
-            self._result = self.diagnosis.measure({BENCH_PLAN_ENV: benchplan.to_env(specs)}, timeout)
+            if specs:
+                timeout = 2 * self.settings.timeout * (len(specs) + 2)
+                self._result = self.diagnosis.measure({BENCH_PLAN_ENV: benchplan.to_env(specs)}, timeout)
         return self.result()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        """The benchmarks run before any test (the checks are answered already, the diagnosis having
+        ended): a user's test run earlier in the session could hold the GPUs' memory."""
+        skip = session.config.getoption("benchmark_skip", False)  # pytest-benchmark skips every benchmark
+        if self._selected and not skip and not session.config.option.collectonly and not session.shouldstop:
+            self.measured()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
@@ -248,9 +276,14 @@ class GpucheckSession:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         files = check_files(self.settings)
         self._check_ids = {item.nodeid for item in items if item.path in files}
+
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The benchmarks left after selection (-k, -m, deselect): only those are measured."""
+        files = check_files(self.settings)
         self._selected = [
             spec
-            for item in items
+            for item in session.items
             if item.path in files
             and isinstance(spec := getattr(getattr(item, "callspec", None), "params", {}).get("spec"), benchplan.Spec)
         ]

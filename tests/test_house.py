@@ -218,7 +218,8 @@ def test_blocking_follows_the_needs_graph(layer: str) -> None:
     assert states[layer] == "broken"
     for other in layers.LAYERS:
         if other.name != layer:
-            expected = "blocked" if layer in layers.requires(other.name) else "ok"
+            blocks = layer in layers.requires(other.name) or cause.id in other.blocked_by_ids
+            expected = "blocked" if blocks else "ok"
             assert states[other.name] == expected, (layer, other.name)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 LOGICAL_CPUS = 4
 
 #: The benchmark kinds, in the order they run (the test functions of ``checks/checks_performance.py``).
+REDUCTIONS = (None, "nccl", "hierarchical-copy", "one-device")
 KINDS = ("matmul", "matpow", "matpow_fallback", "copy", "conv", "launch", "allreduce", "scaling")
 
 
@@ -32,6 +33,9 @@ class Spec:
     variant: str | None = None
     #: Whether its devices are separate hardware (GPUs), rather than logical CPU devices sharing cores.
     physical: bool = True
+    #: How MirroredStrategy reduces across its devices: "nccl", "hierarchical-copy" (GPUs without NCCL),
+    #: "one-device" (logical CPUs).
+    reduction: str | None = None
 
     @property
     def name(self) -> str:
@@ -63,9 +67,11 @@ def _counts(n: int) -> list[int]:
     return [*out, n]
 
 
-def plan(gpus: list[tuple[int, int] | None]) -> list[Spec]:
+def plan(gpus: list[tuple[int, int] | None], nccl: bool = True) -> list[Spec]:
     """The benchmarks for a machine whose TensorFlow lists ``len(gpus)`` GPUs (their compute
-    capabilities, None where unknown): the CPU always, each GPU, and the multi-device ones."""
+    capabilities, None where unknown): the CPU always, each GPU, and the multi-device ones. Without NCCL
+    (``nccl``: the loader finds libnccl.so.2) GPUs reduce by copies, as MirroredStrategy can."""
+    gpu_reduction = "nccl" if nccl else "hierarchical-copy"
     cpu = "/CPU:0"
     gpu = [f"/GPU:{i}" for i in range(len(gpus))]
     specs: list[Spec] = []
@@ -93,15 +99,19 @@ def plan(gpus: list[tuple[int, int] | None]) -> list[Spec]:
         specs += [Spec("launch", f"{label}-{v}", (dev,), variant=v) for v in ("eager", "function")]
     cpus = [f"/CPU:{i}" for i in range(LOGICAL_CPUS)]
     for n in (2, LOGICAL_CPUS):
-        specs.append(Spec("allreduce", f"CPU-x{n}", tuple(cpus[:n]), "float32", physical=False))
+        specs.append(Spec("allreduce", f"CPU-x{n}", tuple(cpus[:n]), "float32", physical=False, reduction="one-device"))
     if len(gpus) >= 2:
-        specs.append(Spec("allreduce", f"GPU-x{len(gpus)}", tuple(gpu), "float32"))
+        specs.append(Spec("allreduce", f"GPU-x{len(gpus)}", tuple(gpu), "float32", reduction=gpu_reduction))
     for variant in ("towers", "mirrored"):
+        on_cpu = "one-device" if variant == "mirrored" else None
+        on_gpu = gpu_reduction if variant == "mirrored" else None
         for n in _counts(LOGICAL_CPUS):
-            specs.append(Spec("scaling", f"{variant}-CPU-x{n}", tuple(cpus[:n]), "float32", variant, physical=False))
+            specs.append(
+                Spec("scaling", f"{variant}-CPU-x{n}", tuple(cpus[:n]), "float32", variant, False, on_cpu)
+            )
         if len(gpus) >= 2:
             for n in _counts(len(gpus)):
-                specs.append(Spec("scaling", f"{variant}-GPU-x{n}", tuple(gpu[:n]), "float32", variant))
+                specs.append(Spec("scaling", f"{variant}-GPU-x{n}", tuple(gpu[:n]), "float32", variant, True, on_gpu))
     return specs
 
 
@@ -129,11 +139,10 @@ def _spec(item: Any) -> Spec | None:
     devices = item.get("devices")
     if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
         return None
-    dtype, variant = item.get("dtype"), item.get("variant")
-    if (
-        not isinstance(item.get("param"), str)
-        or not isinstance(dtype, str | None)
-        or not isinstance(variant, str | None)
-    ):
+    dtype, variant, reduction = item.get("dtype"), item.get("variant"), item.get("reduction")
+    if not isinstance(item.get("param"), str) or not all(isinstance(v, str | None) for v in (dtype, variant, reduction)):
         return None
-    return Spec(item["kind"], item["param"], tuple(devices), dtype, variant, bool(item.get("physical", True)))
+    if reduction not in REDUCTIONS:
+        return None
+    physical = bool(item.get("physical", True))
+    return Spec(item["kind"], item["param"], tuple(devices), dtype, variant, physical, reduction)

@@ -35,7 +35,9 @@ from gpucheck.protocol import BENCH_PLAN_ENV, Checkpoint, stage, timeout_from_en
 
 #: A round lasts about this long; rounds are repeated for about MEASURE_S, at least MIN_ROUNDS times.
 ROUND_S = 0.05
-MEASURE_S = 0.6
+MEASURE_S = 0.8
+#: The headline throughput figures (matmul by dtype), judged against the GPU model's peak, are timed longer.
+MEASURE_MATMUL_S = 2.0
 MIN_ROUNDS = 5
 MAX_ROUNDS = 200
 #: The most units of work one round chains (a unit slower than ROUND_S runs alone).
@@ -56,7 +58,8 @@ def _graph(tf: Any) -> Callable[[F], F]:
 
 def probe_performance() -> Iterator[Checkpoint]:
     specs = from_env(os.environ.get(BENCH_PLAN_ENV, ""))
-    # The parent's timeout covers every benchmark and the start: each one may take its share.
+    # The parent's timeout covers every benchmark and the start: each one may take its share (twice
+    # --gpucheck-timeout, session.measured: a first run on a GPU may JIT-compile kernels from PTX).
     budget = timeout_from_env() / (len(specs) + 2)
     stage("import tensorflow")
     try:
@@ -79,7 +82,8 @@ def probe_performance() -> Iterator[Checkpoint]:
 
     def facts(finished: bool) -> Any:
         planned = tuple(s.name for s in specs)
-        return to_json(PerformanceFacts(tf.__version__, devices, tuple(runs), setup_error, finished, planned))
+        # Figures across benchmarks as soon as both sides are measured: a later hang leaves them standing.
+        return to_json(PerformanceFacts(tf.__version__, devices, tuple(derive(runs)), setup_error, finished, planned))
 
     yield Checkpoint(facts(setup_error is not None), budget)
     if setup_error is not None:
@@ -89,7 +93,6 @@ def probe_performance() -> Iterator[Checkpoint]:
         stage(f"benchmark {spec.name}")
         runs.append(bench.run(spec))
         yield Checkpoint(facts(False), budget)
-    runs[:] = derive(runs)
     yield Checkpoint(facts(True), None)
 
 
@@ -139,20 +142,27 @@ def derive(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
 # --- timing ---------------------------------------------------------------------------------------------
 
 
-def _timed(work: Work, sync: Callable[[Any], None]) -> tuple[int, list[float]]:
+def _timed(
+    work: Work,
+    sync: Callable[[Any], None],
+    measure_s: float = MEASURE_S,
+    max_iterations: int = MAX_ITERATIONS,
+) -> tuple[int, list[float]]:
     """Calibrate the units of work per round, warm up (tracing, compilation, autotuning), then time rounds.
-    ``work(n)`` returns the function that runs ``n`` units; each round is synchronised once at its end."""
+    ``work(n)`` returns the function that runs ``n`` units, each depending on the one before (so that no
+    graph optimiser can merge them); each round is synchronised once at its end. ``max_iterations=1``:
+    one unit per round (work that cannot be chained)."""
     one = work(1)
     sync(one())  # traced, compiled, autotuned
     start = time.perf_counter()
     sync(one())
     unit = max(time.perf_counter() - start, 1e-7)
-    iterations = max(1, min(MAX_ITERATIONS, round(ROUND_S / unit)))
+    iterations = max(1, min(max_iterations, round(ROUND_S / unit)))
     fn = work(iterations) if iterations > 1 else one
     sync(fn())  # the round's own trace
     rounds: list[float] = []
     began = time.perf_counter()
-    while len(rounds) < MAX_ROUNDS and (len(rounds) < MIN_ROUNDS or time.perf_counter() - began < MEASURE_S):
+    while len(rounds) < MAX_ROUNDS and (len(rounds) < MIN_ROUNDS or time.perf_counter() - began < measure_s):
         t0 = time.perf_counter()
         sync(fn())
         rounds.append(time.perf_counter() - t0)
@@ -221,9 +231,12 @@ class _Bench:
         default keys its groups per process: a second strategy over another device count in the same
         process then fails ("joining a group with size 4, but that group has size 2")."""
         tf = self.tf
-        ops = (
-            tf.distribute.NcclAllReduce() if self._on_gpu(spec) else tf.distribute.ReductionToOneDevice(spec.devices[0])
-        )
+        if spec.reduction == "nccl":
+            ops = tf.distribute.NcclAllReduce()
+        elif spec.reduction == "hierarchical-copy":
+            ops = tf.distribute.HierarchicalCopyAllReduce()
+        else:
+            ops = tf.distribute.ReductionToOneDevice(spec.devices[0])
         return tf.distribute.MirroredStrategy(list(spec.devices), cross_device_ops=ops), type(ops).__name__
 
     def _dtype(self, name: str) -> Any:
@@ -243,6 +256,10 @@ class _Bench:
         dev, dtype = spec.devices[0], spec.dtype or "float32"
         on_gpu = self._on_gpu(spec)
         n = 8192 if on_gpu else (1024 if dtype == "float32" else 512)
+        if on_gpu and dtype == "tf32":
+            # With TF_USE_CUBLASLT=1 TensorFlow keeps one plan per dtype and shape, TF32 or not as the first
+            # matmul of that shape had it (PITFALLS.md): TF32 gets a shape of its own.
+            n -= 64
         if on_gpu:
             tf.config.experimental.enable_tensor_float_32_execution(dtype == "tf32")
         a = self._random((n, n), dtype, dev)
@@ -258,7 +275,7 @@ class _Bench:
 
             return lambda: chain(a, b)
 
-        iterations, rounds = _timed(work, self._sync(spec))
+        iterations, rounds = _timed(work, self._sync(spec), MEASURE_MATMUL_S)
         flops = 2.0 * n**3
         return (
             iterations,
@@ -273,11 +290,12 @@ class _Bench:
 
     def _matpow(self, spec: Spec, size: int | None = None) -> tuple[int, list[float], dict[str, Any]]:
         """``A^n + B^n`` by chained matmuls, n = 10, the classic TensorFlow GPU example: on one device, or
-        ``A^n`` on one GPU and ``B^n`` on the other with the sum on the CPU. A unit is one whole program."""
+        ``A^n`` on one GPU and ``B^n`` on the other with the sum on the CPU. A round is one whole program
+        (repeating it inside one function would let the graph optimiser compute it once)."""
         tf = self.tf
         power = 10
         on_gpu = self._on_gpu(spec) and spec.kind == "matpow"
-        n = size or (2048 if on_gpu else 512)
+        n = size or (1024 if on_gpu else 512)
         first, second = spec.devices[0], spec.devices[-1]
         a = self._random((n, n), "float32", "/CPU:0" if not on_gpu else first, 1 / math.sqrt(n))
         b = self._random((n, n), "float32", "/CPU:0" if not on_gpu else second, 1 / math.sqrt(n))
@@ -302,7 +320,7 @@ class _Bench:
 
             return lambda: program(a, b)
 
-        iterations, rounds = _timed(work, self._sync(spec))
+        iterations, rounds = _timed(work, self._sync(spec), max_iterations=1)
         flops = 2.0 * 2 * (power - 1) * n**3
         result = work(1)()
         return (
@@ -319,22 +337,25 @@ class _Bench:
 
     def _matpow_fallback(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
         """The matpow program asked for a GPU that does not exist, with soft placement: TensorFlow runs it on
-        the CPU without a word. The same size as the GPU program where there is a GPU."""
+        the CPU without a word. The same size as the GPU program where there is a GPU (1024: 18 GFLOP a
+        round on the CPU, seconds at most)."""
         tf = self.tf
         had = tf.config.get_soft_device_placement()
         tf.config.set_soft_device_placement(True)
         try:
             gpus = tf.config.list_logical_devices("GPU")
-            iterations, rounds, extra = self._matpow(spec, 2048 if gpus else 512)
+            iterations, rounds, extra = self._matpow(spec, 1024 if gpus else 512)
         finally:
             tf.config.set_soft_device_placement(had)
-        return iterations, rounds, {**extra, "asked_for": spec.devices[0].lstrip("/")}
+        ran_on = str(extra.get("ran_on", ""))
+        device = ran_on.rsplit("device:", 1)[-1] if "device:" in ran_on else ran_on
+        return iterations, rounds, {**extra, "asked_for": spec.devices[0].lstrip("/"), "device": device}
 
     def _copy(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
         """Copy bandwidth (bytes copied per second). ``host``: a host-memory copy on the CPU device;
         ``h2d-pageable``: a CPU tensor copied to the GPU eagerly; ``h2d-pinned``: the same inside a
         ``tf.function``, where TensorFlow stages what a CPU op hands to a GPU in pinned (CUDA host)
-        memory: the host-side copy that feeds it is timed apart and taken out; ``d2h``; ``d2d`` (a
+        memory, the host-side copy that feeds it included (timed alone in ``host_copy_s``); ``d2h``; ``d2d`` (a
         device-memory copy, which reads and writes each byte: ``memory_gbps`` counts both); ``peer``: GPU
         to GPU (peer-to-peer where the GPUs allow it, else through the host)."""
         tf = self.tf
@@ -350,13 +371,18 @@ class _Bench:
             return tf.raw_ops.DeepCopy(x=x)
 
         if variant == "h2d-pageable" or variant == "d2h" or variant == "peer":
+            # Eager TensorFlow keeps a copy of a tensor on each device it was copied to (a mirror) and copies
+            # it once: each round reads a variable, a new tensor every time, so every copy is made.
+            with tf.device(src_dev):
+                held = tf.Variable(src, trainable=False)
 
             def work(k: int) -> Callable[[], Any]:
                 def eager() -> Any:
                     out = None
                     for _ in range(k):
+                        fresh = held.read_value()
                         with tf.device(dst_dev):
-                            out = tf.identity(src)
+                            out = tf.identity(fresh)
                     return out
 
                 return eager
@@ -366,13 +392,14 @@ class _Bench:
             def work(k: int) -> Callable[[], Any]:
                 @_graph(tf)
                 def staged(x: Any) -> Any:
-                    outs = []
+                    last = None
                     for _ in range(k):
-                        with tf.device("/CPU:0"):
+                        # One after the other: the next host copy waits for the previous transfer.
+                        with tf.control_dependencies([] if last is None else [last]), tf.device("/CPU:0"):
                             host = deep_copy(x)
                         with tf.device(dst_dev):
-                            outs.append(tf.identity(host)[0])
-                    return tf.add_n(outs)
+                            last = tf.identity(host)[0]
+                    return last
 
                 return lambda: staged(src)
 
@@ -389,14 +416,13 @@ class _Bench:
                 return lambda: copies(src)
 
         iterations, rounds = _timed(work, self._sync(spec))
-        seconds = _med(rounds, iterations)
         extra: dict[str, Any] = {"bytes": nbytes}
         if variant == "h2d-pinned":
-            host_copy = self._host_copy_seconds(src)
-            extra["host_copy_s"] = host_copy
-            seconds = max(seconds - host_copy, 1e-9)
-        extra["gbps"] = nbytes / seconds / 1e9
-        extra["gbps_best"] = nbytes / max(_best(rounds, iterations) - extra.get("host_copy_s", 0.0), 1e-9) / 1e9
+            # The host-side copy that feeds the staged transfer is in the round: a lower bound of the link's
+            # bandwidth, shown beside how long that host copy takes alone.
+            extra["host_copy_s"] = self._host_copy_seconds(src)
+        extra["gbps"] = nbytes / _med(rounds, iterations) / 1e9
+        extra["gbps_best"] = nbytes / _best(rounds, iterations) / 1e9
         if variant == "d2d":
             extra["memory_gbps"] = 2 * extra["gbps"]
         extra["direction"] = variant
@@ -471,8 +497,9 @@ class _Bench:
             fn = ops if eager else _graph(tf)(ops)
             return lambda: fn(x)
 
-        # Calibrated per op: one op is far below a round, so a round chains many of them.
-        iterations, rounds = _timed(work, self._sync(spec))
+        # Calibrated per op: one op is far below a round, so a round chains many of them (the round's own
+        # cost, one function call and one synchronisation, is then spread over thousands of ops).
+        iterations, rounds = _timed(work, self._sync(spec), max_iterations=4096)
         return (
             iterations,
             rounds,
@@ -544,14 +571,15 @@ class _Bench:
         per_device = 256 if on_gpu else 32
         batch = per_device * n
         images = self._random((batch, 28, 28, 1), "float32", "/CPU:0" if not on_gpu else devices[0])
-        labels = tf.random.uniform((batch,), 0, 10, dtype=tf.int32, seed=2)
         shapes = {"c1": (3, 3, 1, 16), "c2": (3, 3, 16, 32), "d1": (14 * 14 * 32, 64), "d2": (64, 10)}
-        init = {k: tf.random.normal(s, seed=3) * (1 / math.sqrt(math.prod(s[:-1]))) for k, s in shapes.items()}
+        with tf.device("/CPU:0"):
+            labels = tf.random.uniform((batch,), 0, 10, dtype=tf.int32, seed=2)
+            init = {k: tf.random.normal(s, seed=3) * (1 / math.sqrt(math.prod(s[:-1]))) for k, s in shapes.items()}
 
         def loss_of(w: dict[str, Any], x: Any, y: Any) -> Any:
+            # Two 3x3 convolutions, the second with stride 2 (28x28 -> 14x14), and two dense layers.
             h = tf.nn.relu(tf.nn.conv2d(x, w["c1"], 1, "SAME"))
-            h = tf.nn.relu(tf.nn.conv2d(h, w["c2"], 1, "SAME"))
-            h = tf.nn.max_pool2d(h, 2, 2, "VALID")
+            h = tf.nn.relu(tf.nn.conv2d(h, w["c2"], 2, "SAME"))
             h = tf.nn.relu(tf.reshape(h, [tf.shape(h)[0], -1]) @ w["d1"])
             logits = h @ w["d2"]
             return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))

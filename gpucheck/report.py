@@ -13,6 +13,7 @@ from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts
 from gpucheck.layers import independent_of
 from gpucheck.model import Finding
+from gpucheck.rules import performance
 from gpucheck.rules.devicemap import device_map_lines
 from gpucheck.settings import Settings, one_line, report_target
 
@@ -145,9 +146,53 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     for f in others:
         lead = "also, not caused by the root cause" if independent_of(f, rc) else "also"
         out.append((f"{lead}: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
+    out.extend((line, {}) for line in performance_lines(result))
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
     return out
+
+
+#: The headline figure of each kind of benchmark (``extra_info`` key, unit, format).
+HEADLINE = {
+    "matmul": ("tflops", "TFLOP/s"),
+    "matpow": ("tflops", "TFLOP/s"),
+    "matpow_fallback": ("slowdown", ""),
+    "copy": ("gbps", "GB/s"),
+    "conv": ("tflops", "TFLOP/s"),
+    "launch": ("latency_us", "us per op"),
+    "allreduce": ("busbw_gbps", "GB/s bus bandwidth"),
+    "scaling": ("samples_per_s", "samples/s"),
+}
+
+
+def performance_lines(result: Result) -> list[str]:
+    """The benchmarks' headline figures (``--gpucheck-benchmarks``), with their GPU model's expectation."""
+    facts = result.facts
+    pf = performance.performance(facts) if facts is not None else None
+    if facts is None or pf is None or not pf.benchmarks:
+        return []
+    lines = ["", "performance (pytest-benchmark's extra_info has every figure):"]
+    width = max(len(r.name) for r in pf.benchmarks)
+    for run in pf.benchmarks:
+        if run.error is not None:
+            lines.append(f"  {run.name:<{width}}  not measured: {run.error[:100]}")
+            continue
+        key, unit = HEADLINE.get(run.kind, ("", ""))
+        value = run.extra_info.get(key)
+        text = f"{value:.3g} {unit}" if isinstance(value, float) else "-"
+        if run.kind == "scaling" and isinstance(value, float):
+            text = f"{value:,.0f} {unit}"
+        if run.kind == "matpow_fallback" and isinstance(value, float):
+            text = f"ran on {run.extra_info.get('device')}: {value:.2f}x the time of {run.extra_info.get('compared_with')}"
+        if run.kind == "scaling" and isinstance(run.extra_info.get("efficiency"), float):
+            text += f", {run.extra_info['efficiency']:.0%} efficiency"
+            if not run.physical:
+                text += " (logical devices: not judged)"
+        exp = performance.expectation(facts, run)
+        if exp is not None:
+            text += f" ({exp.share:.0%} of the {exp.model}'s {exp.expected:.3g}{'' if exp.judged else ', not judged'})"
+        lines.append(f"  {run.name:<{width}}  {text}")
+    return lines
 
 
 def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:

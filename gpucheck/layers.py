@@ -307,12 +307,12 @@ def rules() -> tuple[Rule, ...]:
 
 def check_files(settings: Settings | None = None) -> tuple[str, ...]:
     """The check files of every layer, or of the layers ``settings`` asks for (a layer a switch asks for has
-    no checks without it)."""
+    no checks without it, nor with --gpucheck-framework=none when only a framework answers it)."""
     return tuple(
         path
         for layer in LAYERS
         for path in layer.checks
-        if settings is None or layer.asked_by is None or bool(getattr(settings, layer.asked_by))
+        if settings is None or layer.asked_by is None or layer.name in checked(settings)
     )
 
 

@@ -109,6 +109,13 @@ def test_the_default_run_has_no_benchmark(run_gpucheck: Callable[..., GpucheckRu
     assert run.report["facts"].get("performance") is None
 
 
+def test_no_benchmark_without_a_framework(run_gpucheck: Callable[..., GpucheckRun]) -> None:
+    """--gpucheck-framework=none imports no TensorFlow: the benchmarks, which need it, are not collected."""
+    run = run_gpucheck("--gpucheck-framework=none", "--gpucheck-benchmarks")
+    assert "checks_performance" not in run.result.stdout.str()
+    assert [s["state"] for s in run.report["layers"] if s["layer"] == "performance"] == ["not checked"]
+
+
 # --- the plan and the derived figures, as pure functions ------------------------------------------------
 
 

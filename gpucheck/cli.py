@@ -1,10 +1,14 @@
-"""``gpucheck`` command line: ``gpucheck explain [FILE|-] [--json]``.
+"""``gpucheck`` command line: ``gpucheck explain [FILE|-] [--json]`` and ``gpucheck compare BASE NEW``.
 
 ``explain`` reads a TensorFlow log a person pasted (a file, or standard input with ``-`` or no
 argument) and prints the findings the log supports, each with cause and remedy, in the same shape
 as the report contract (``--json`` prints ``{"findings": [...]}``). It runs no probe and loads no
 library: the log is the only evidence. Exit status: 0 when the log shows no blocker, 1 when it
 does, 2 on a usage error.
+
+``compare`` (``gpucheck.compare``) reads two pytest-benchmark runs and says what differs between the two
+machines and which benchmarks got slower beyond noise. Exit status: 0 no regression beyond the
+threshold, 1 at least one, 2 unusable input (one sentence).
 """
 
 from __future__ import annotations
@@ -33,6 +37,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="the log to read (default: stdin)")
     explain.add_argument("--json", action="store_true", help='print {"findings": [...]} as JSON')
+    compare = sub.add_parser(
+        "compare",
+        help="compare two pytest-benchmark runs: what differs between the machines, what got slower",
+        description="Compare two pytest-benchmark runs (JSON files, or run ids like 0001 in --storage): first what "
+        "differs between the two machines (driver, CUDA, cuDNN, TensorFlow, GPUs, Python, CPU), then each "
+        "benchmark's change with a verdict that accounts for noise. Exit status: 0 no regression beyond the "
+        "threshold, 1 at least one, 2 unusable input.",
+    )
+    compare.add_argument("base", metavar="BASE", help="the run before: a pytest-benchmark JSON file or a run id")
+    compare.add_argument("new", metavar="NEW", help="the run after")
+    compare.add_argument(
+        "--threshold", default="5%", metavar="PCT", help="a slower benchmark beyond this is a regression (default 5%%)"
+    )
+    compare.add_argument("--metric", default="median", choices=("median", "mean", "min", "max"), help="default median")
+    compare.add_argument("--storage", default=".benchmarks", metavar="DIR", help="pytest-benchmark's storage, for run ids")
+    compare.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also draw the changes (needs matplotlib)")
+    form = compare.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    form.add_argument("--markdown", action="store_true", help="print a Markdown table (a CI job summary)")
     return parser
 
 
@@ -74,6 +97,20 @@ def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
     return 1 if any(f.severity is Severity.BLOCKER for f in findings) else 0
 
 
+def run_compare(args: argparse.Namespace) -> int:
+    from gpucheck import compare
+
+    try:
+        threshold = compare.parse_threshold(args.threshold)
+        opts = compare.Options(
+            args.base, args.new, threshold, args.metric, args.storage, args.plot, args.json, args.markdown
+        )
+        return compare.run(opts, sys.stdout)
+    except (ValueError, compare.UnusableInput) as exc:
+        sys.stderr.write(f"gpucheck compare: {exc}\n")
+        return compare.UNUSABLE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -83,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             parser.error(f"cannot read {args.file}: {exc.strerror or exc}")
         return run_explain(lines, args.json, sys.stdout)
+    if args.command == "compare":
+        return run_compare(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

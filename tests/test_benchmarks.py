@@ -161,3 +161,28 @@ def test_matmul_benchmark_reaches_a_plain_tf_function_loop(
         f"gpucheck {ours / 1e9:.1f} GFLOP/s / plain tf.function loop {max(before, after) / 1e9:.1f} GFLOP/s = {ratio:.2f}"
     )
     assert ratio >= 0.9, benchmark.extra_info
+
+
+@pytest.mark.benchmark(group="compare", disable_gc=False, warmup=False)
+def test_compare_of_1000_benchmarks(benchmark: BenchmarkFixture, tmp_path: Path) -> None:
+    """Issue 14: two pytest-benchmark files of 1,000 benchmarks each (40 saved rounds apiece, so the rank
+    test runs on every one) compared, read from disk to the printed table. Target: under 1 s."""
+    import io
+    import random
+
+    from gpucheck import compare
+    from tests.test_compare import synthetic_run
+
+    rng = random.Random(0)
+    times = {f"test_case_{i:04d}": 10 ** rng.uniform(-6, -1) for i in range(1000)}
+    base = synthetic_run(tmp_path / "base.json", rng, times)
+    new = synthetic_run(tmp_path / "new.json", rng, {k: v * (1.3 if k.endswith("7") else 1) for k, v in times.items()})
+
+    def run() -> int:
+        return compare.run(compare.Options(str(base), str(new)), io.StringIO())
+
+    status = benchmark.pedantic(run, rounds=5, iterations=1)
+    assert status == compare.REGRESSION
+    stats = benchmark.stats
+    if stats is not None:
+        BENCHMARK_RATIOS[benchmark.name] = f"{stats.stats.median:.3f} s for 2 x 1,000 benchmarks (target < 1 s)"

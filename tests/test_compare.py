@@ -1,0 +1,263 @@
+"""Issue 14: ``gpucheck compare BASE NEW`` through its command line.
+
+The runs compared are pytest-benchmark's own format: one made by pytest-benchmark itself from a small
+suite (``real_run``), and runs whose rounds are drawn at random (``synthetic_run``), their statistics
+computed by pytest-benchmark's own ``Stats`` class. Random rounds stand for "ordinary noise": on this
+shared 2-core machine two real runs of identical work drift apart by 10–40 % between processes
+(measured: ../shared/PITFALLS.md), which no noise test could tell from a change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_benchmark.stats import Stats
+
+from gpucheck import compare
+
+MACHINE: dict[str, Any] = {
+    "node": "gpu-node-7",
+    "python_version": "3.12.3",
+    "cpu": {"brand_raw": "AMD EPYC 9454 48-Core Processor", "count": 96},
+    "gpucheck": {
+        "driver": "550.54.15",
+        "cuda_driver": "12.4",
+        "cuda_build": "12.5.1",
+        "cudnn_build": "9",
+        "cudnn_loaded": "9.3.0",
+        "tensorflow": "2.21.0",
+        "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-4da1", "pci_bus_id": "00000000:00:06.0",
+                  "compute_capability": "9.0", "memory_total": 85520809984}],
+    },
+}
+
+
+def bench_entry(name: str, rounds: list[float], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    stats = Stats()
+    for r in rounds:
+        stats.update(r)
+    return {
+        "group": None, "name": name, "fullname": f"test_x.py::{name}", "params": None, "param": None,
+        "extra_info": extra or {}, "options": {"timer": "perf_counter"}, "stats": {**stats.as_dict(), "data": rounds},
+    }
+
+
+def write_run(path: Path, benches: list[dict[str, Any]], machine: dict[str, Any] | None = None) -> Path:
+    path.write_text(json.dumps({
+        "machine_info": machine or MACHINE, "commit_info": {"id": "abc"}, "benchmarks": benches,
+        "datetime": "2026-11-24T01:00:00+00:00", "version": "5.3.1",
+    }))
+    return path
+
+
+def synthetic_run(path: Path, rng: random.Random, times: dict[str, float], shift: float = 0.0,
+                  sigma: float = 0.05, rounds: int = 40) -> Path:
+    """Rounds of each benchmark drawn around its time (log-normal, ``sigma``), a few slow outliers, and the
+    whole run shifted by ``shift`` (the drift between two runs)."""
+    benches = []
+    for name, t in times.items():
+        data = [t * (1 + shift) * math.exp(rng.gauss(0, sigma)) for _ in range(rounds)]
+        for i in rng.sample(range(rounds), 2):
+            data[i] *= 1.5  # the odd slow round: an interrupt, a page fault
+        benches.append(bench_entry(name, data, {"tflops": 100 / t / 1e3}))
+    return write_run(path, benches)
+
+
+TIMES = {f"test_b{i}": 10 ** rng_exp for i, rng_exp in enumerate([-5, -4.5, -4, -3.5, -3, -2.5, -2, -1.5, -1, -0.5, -4.2, -2.2])}
+
+
+def gpucheck_compare(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpucheck.cli", "compare", *map(str, args)],
+        capture_output=True, text=True, timeout=120, cwd=cwd,
+    )
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_identical_work_with_ordinary_noise_is_no_regression(tmp_path: Path, trial: int) -> None:
+    rng = random.Random(trial)
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES, shift=rng.uniform(-0.02, 0.02))
+    new = synthetic_run(tmp_path / "new.json", rng, TIMES, shift=rng.uniform(-0.02, 0.02))
+    done = gpucheck_compare(base, new)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No regression beyond 5%" in done.stdout
+    assert "rank test (Mann-Whitney U)" in done.stdout
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_a_benchmark_slowed_twofold_is_named_alone(tmp_path: Path, trial: int) -> None:
+    rng = random.Random(100 + trial)
+    slowed = sorted(TIMES)[trial]
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES)
+    new = synthetic_run(tmp_path / "new.json", rng, {k: v * (2 if k == slowed else 1) for k, v in TIMES.items()})
+    done = gpucheck_compare(base, new, "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["regressions"] == [f"test_x.py::{slowed}"]
+    [row] = [r for r in report["benchmarks"] if r["verdict"] == "slower"]
+    assert row["name"] == f"test_x.py::{slowed}" and 0.8 < row["change"] < 1.25
+    # Its derived figure (TFLOP/s, higher is better) is named worse.
+    assert [(f["name"], f["verdict"]) for f in report["figures"] if f["verdict"] != "same"] == [
+        (f"test_x.py::{slowed}", "worse")
+    ]
+
+
+def real_run(tmp_path: Path, name: str, slow: str = "") -> Path:
+    """A run pytest-benchmark itself writes, of a small suite."""
+    suite = tmp_path / "test_work.py"
+    suite.write_text(
+        "import os\nSLOW = os.environ.get('SLOW', '')\n\n"
+        "def test_sum(benchmark):\n    benchmark(sum, range(2000 * (2 if SLOW == 'test_sum' else 1)))\n\n"
+        "def test_sorted(benchmark):\n    benchmark(sorted, list(range(3000, 0, -1)))\n"
+    )
+    out = tmp_path / name
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("PYTEST_XDIST")}
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:gpucheck",
+         str(suite), f"--benchmark-json={out}", "--benchmark-max-time=0.2"],
+        cwd=tmp_path, env={**env, "SLOW": slow}, capture_output=True, timeout=120, check=True,
+    )
+    return out
+
+
+def test_a_real_run_against_itself(tmp_path: Path) -> None:
+    run = real_run(tmp_path, "a.json")
+    done = gpucheck_compare(run, run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "The two machines are the same" in done.stdout
+    assert "test_work.py::test_sum" in done.stdout and "No regression beyond 5% (2 benchmarks compared)." in done.stdout
+
+
+def test_a_driver_upgrade_is_shown_above_the_table(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES)
+    new_machine = json.loads(json.dumps(MACHINE))
+    new_machine["gpucheck"].update(driver="560.35.03", cuda_driver="12.6")
+    new = write_run(tmp_path / "new.json", json.loads(base.read_text())["benchmarks"], new_machine)
+    done = gpucheck_compare(base, new)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    driver = next(i for i, ln in enumerate(lines) if ln.split() == ["driver", "550.54.15", "->", "560.35.03"])
+    assert lines[driver + 1].split() == ["CUDA", "driver", "API", "12.4", "->", "12.6"]
+    assert driver < next(i for i, ln in enumerate(lines) if ln.startswith("Benchmarks"))
+    # The markdown form (a CI job summary) says the same.
+    md = gpucheck_compare(base, new, "--markdown").stdout
+    assert "| driver | 550.54.15 | 560.35.03 |" in md and "| benchmark | base | new | change | verdict |" in md
+
+
+def test_saved_statistics_without_rounds(tmp_path: Path) -> None:
+    """Runs saved without their rounds (--benchmark-save without --benchmark-save-data): the median and
+    IQR decide, and the output says so."""
+    rng = random.Random(3)
+    runs = []
+    for name, times in (("base.json", TIMES), ("new.json", {**TIMES, "test_b0": TIMES["test_b0"] * 2})):
+        path = synthetic_run(tmp_path / name, rng, times)
+        data = json.loads(path.read_text())
+        for b in data["benchmarks"]:
+            del b["stats"]["data"]
+        path.write_text(json.dumps(data))
+        runs.append(path)
+    done = gpucheck_compare(*runs, "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["regressions"] == ["test_x.py::test_b0"]
+    assert {r["method"] for r in report["benchmarks"]} == {"saved statistics (median, IQR)"}
+
+
+def test_run_ids_in_a_storage_folder(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    machine_dir = tmp_path / ".benchmarks" / "Linux-CPython-3.12-64bit"
+    machine_dir.mkdir(parents=True)
+    synthetic_run(machine_dir / "0001_abc_20261124_010000.json", rng, TIMES)
+    synthetic_run(machine_dir / "0002_abc_20261124_020000.json", rng, {**TIMES, "test_b3": TIMES["test_b3"] * 3})
+    done = gpucheck_compare("0001", "0002", cwd=tmp_path)
+    assert done.returncode == 1 and "test_x.py::test_b3" in done.stdout, done.stdout + done.stderr
+    other = gpucheck_compare("0001", "0002", "--storage", tmp_path / ".benchmarks")
+    assert other.returncode == 1
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
+    good = synthetic_run(tmp_path / "good.json", random.Random(1), TIMES)
+    other = synthetic_run(tmp_path / "other.json", random.Random(2), {"test_elsewhere": 0.01})
+    (tmp_path / "text.json").write_text("this is not { json")
+    (tmp_path / "binary.json").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (tmp_path / "list.json").write_text("[1, 2, 3]")
+    (tmp_path / "report.json").write_text(json.dumps({"schema": "gpucheck-report/1", "verdict": "accelerated"}))
+    (tmp_path / "nostats.json").write_text(json.dumps({"benchmarks": [{"name": "test_a"}]}))
+    return {
+        "missing": ([tmp_path / "nope.json", good], "is not a file"),
+        "folder": ([tmp_path, good], "is a folder"),
+        "not json": ([tmp_path / "text.json", good], "is not JSON (line 1"),
+        "binary": ([tmp_path / "binary.json", good], "is not JSON"),
+        "json list": ([tmp_path / "list.json", good], "is not in pytest-benchmark's format"),
+        "a gpucheck report": ([good, tmp_path / "report.json"], "is not in pytest-benchmark's format"),
+        "no stats": ([tmp_path / "nostats.json", good], "benchmark 1 has no name or stats"),
+        "nothing in common": ([good, other], "have no benchmark in common"),
+        "unknown run id": (["0042", good, "--storage", tmp_path], "no run 0042"),
+        "plot extension": ([good, good, "--plot", tmp_path / "out.jpg"], "must end in .png or .svg"),
+        "threshold": ([good, good, "--threshold", "fast"], "--threshold fast"),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing", "folder", "not json", "binary", "json list", "a gpucheck report", "no stats", "nothing in common",
+     "unknown run id", "plot extension", "threshold"],
+)
+def test_unusable_input_exits_2_with_one_sentence(tmp_path: Path, case: str) -> None:
+    args, expected = _bad_inputs(tmp_path)[case]
+    done = gpucheck_compare(*args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("gpucheck compare: ") and expected in line, line
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    raw = path.read_bytes()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", raw[16:24])
+    return width, height
+
+
+def test_plot_draws_a_real_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.image
+
+    rng = random.Random(5)
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES)
+    new = synthetic_run(tmp_path / "new.json", rng, {**TIMES, "test_b4": TIMES["test_b4"] * 2})
+    out = tmp_path / "changes.png"
+    done = gpucheck_compare(base, new, "--plot", out)
+    assert done.returncode == 1, done.stderr
+    width, height = png_size(out)
+    assert width >= 600 and height >= 200
+    pixels = matplotlib.image.imread(str(out))
+    assert pixels.std() > 0.05  # not blank
+    red = (pixels[..., 0] > 0.7) & (pixels[..., 1] < 0.3) & (pixels[..., 2] < 0.3)
+    assert red.sum() > 100  # the slower benchmark's bar
+    svg = tmp_path / "changes.svg"
+    assert gpucheck_compare(base, new, "--plot", svg).returncode == 1 and svg.read_text().lstrip().startswith("<?xml")
+
+
+def test_mann_whitney_matches_scipy() -> None:
+    """Against scipy.stats.mannwhitneyu(a, b, method="asymptotic"), scipy 1.17.1 (run once, scipy is no
+    dependency): [1..10] vs [6..15] (five tied values) gives U = 12.5, p = 0.005075392315273923; 30 vs 25
+    normal draws (random.Random(1), means 0 and 0.5) give U = 266, p = 0.06665626046296995."""
+    a = [float(x) for x in range(1, 11)]
+    b = [float(x) for x in range(6, 16)]
+    assert compare.mann_whitney_p(a, b) == pytest.approx(0.005075392315273923, rel=1e-9)
+    rng = random.Random(1)
+    x = [rng.gauss(0, 1) for _ in range(30)]
+    y = [rng.gauss(0.5, 1) for _ in range(25)]
+    assert compare.mann_whitney_p(x, y) == pytest.approx(0.06665626046296995, rel=1e-9)
+    assert compare.mann_whitney_p(a, a) == pytest.approx(1.0)
+    assert compare.mann_whitney_p([1.0] * 5, [1.0] * 5) == 1.0

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from gpucheck import __version__
 
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="gpucheck", description="Does TensorFlow get NVIDIA GPU acceleration here, and if not, why not?"
     )
     parser.add_argument("--version", action="version", version=f"gpucheck {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     explain = sub.add_parser(
         "explain",
         help="explain a TensorFlow log: the causes it shows, with remedies",
@@ -100,15 +101,38 @@ def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
 def run_compare(args: argparse.Namespace) -> int:
     from gpucheck import compare
 
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # a file name the terminal cannot show
     try:
         threshold = compare.parse_threshold(args.threshold)
-        opts = compare.Options(
-            args.base, args.new, threshold, args.metric, args.storage, args.plot, args.json, args.markdown
-        )
+    except ValueError as exc:
+        return _compare_error(str(exc))
+    opts = compare.Options(args.base, args.new, threshold, args.metric, args.storage, args.plot, args.json, args.markdown)
+    try:
         return compare.run(opts, sys.stdout)
-    except (ValueError, compare.UnusableInput) as exc:
-        sys.stderr.write(f"gpucheck compare: {exc}\n")
+    except compare.UnusableInput as exc:
+        return _compare_error(str(exc))
+    except BrokenPipeError:
+        # The reader went away (`| head`): what it read stands; no traceback for the rest.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return compare.UNUSABLE
+    except (OverflowError, RecursionError, MemoryError) as exc:
+        return _compare_error(f"the input cannot be compared ({type(exc).__name__}: {exc})")
+
+
+def _compare_error(sentence: str) -> int:
+    from gpucheck.compare import UNUSABLE
+    from gpucheck.settings import one_line
+
+    sys.stderr.write(f"gpucheck compare: {one_line(sentence)}\n")
+    return UNUSABLE
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """A subcommand's usage errors in one sentence (exit 2, as for unusable input)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,12 +11,12 @@ statistic (median by default; times, lower is better) and a verdict that account
 
 - where both runs saved their per-round times (``stats.data``: pytest-benchmark's ``--benchmark-json``
   keeps them, ``--benchmark-save`` with ``--benchmark-save-data``), a two-sided Mann–Whitney U rank test,
-  as Go's benchstat does: a change whose p-value is above ``alpha`` (0.05), or that stays inside either
-  run's interquartile range (relative to its median), is **same (within noise)**;
+  as Go's benchstat does: a change whose p-value is above ``alpha`` (0.05) is **same (within noise)**;
 - otherwise the saved statistics: a change inside either run's interquartile range (relative to its
   median) is **same (within noise)**.
 
-A **slower** benchmark whose change exceeds ``--threshold`` is a regression. ``extra_info`` figures
+A significant change no larger than ``--threshold`` is **same (within threshold)**; beyond it, **slower** or
+**faster**, and a slower benchmark is a regression. ``extra_info`` figures
 (TFLOP/s, GB/s, samples/s: higher is better; latencies: lower is better) are compared beside them.
 Exit status: 0 no regression, 1 at least one, 2 unusable input (one sentence, no traceback).
 
@@ -25,11 +25,14 @@ Standard library only; matplotlib is imported for ``--plot`` alone (the ``plot``
 
 from __future__ import annotations
 
+import bisect
 import glob
+import io
 import json
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
@@ -58,6 +61,7 @@ MACHINE_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("driver", ("gpucheck", "driver")),
     ("CUDA driver API", ("gpucheck", "cuda_driver")),
     ("CUDA (TensorFlow's build)", ("gpucheck", "cuda_build")),
+    ("CUDA runtime (loaded)", ("gpucheck", "cuda_loaded")),
     ("cuDNN (TensorFlow's build)", ("gpucheck", "cudnn_build")),
     ("cuDNN (loaded)", ("gpucheck", "cudnn_loaded")),
     ("TensorFlow", ("gpucheck", "tensorflow")),
@@ -97,7 +101,7 @@ class Row:
     #: new / base - 1 (for times: positive is slower).
     change: float
     verdict: str
-    #: "rank test (Mann-Whitney U)" or "saved statistics (median, IQR)".
+    #: "rank test (Mann-Whitney U)", "saved statistics (median, IQR)", or without a saved spread.
     method: str
     p_value: float | None
     #: The runs' own spread, relative to their statistic: the larger of the two relative IQRs.
@@ -139,7 +143,7 @@ class Comparison:
 
 # --- reading the inputs ---------------------------------------------------------------------------------
 
-_RUN_ID = re.compile(r"^\d{4}(?:_[^/\\]*)?$")
+_RUN_ID = re.compile(r"^\d{4,}(?:_[^/\\]*)?$")
 
 
 def resolve(arg: str, storage: str) -> str:
@@ -162,12 +166,14 @@ def resolve(arg: str, storage: str) -> str:
 def load(arg: str, storage: str = ".benchmarks") -> Run:
     path = resolve(arg, storage)
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             raw = json.load(fh)
     except UnicodeDecodeError:
         raise UnusableInput(f"{path} is not JSON (it is not even UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise UnusableInput(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise UnusableInput(f"{path} is not pytest-benchmark's JSON (nested too deep to read)") from None
     except OSError as exc:
         raise UnusableInput(f"{path} cannot be read ({exc.strerror or exc})") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("benchmarks"), list):
@@ -177,6 +183,11 @@ def load(arg: str, storage: str = ".benchmarks") -> Run:
         bench = _bench(item)
         if bench is None:
             raise UnusableInput(f"{path} is not in pytest-benchmark's format (benchmark {i + 1} has no name or stats)")
+        bad = next((k for k in ("median", "mean", "min", "max") if not bench.stats[k] > 0), None)
+        if bad is not None:
+            raise UnusableInput(f"{path}: benchmark {bench.name} has a {bad} time of {bench.stats[bad]!r}, not a positive number")
+        if bench.name in benches:
+            raise UnusableInput(f"{path} has the benchmark {bench.name} twice")
         benches[bench.name] = bench
     mi = raw.get("machine_info")
     return Run(arg, path, _str(raw.get("datetime")), mi if isinstance(mi, dict) else {}, benches)
@@ -189,17 +200,35 @@ def _bench(item: Any) -> Bench | None:
     stats = item.get("stats")
     if not isinstance(name, str) or not isinstance(stats, dict):
         return None
-    numbers = {k: float(v) for k, v in stats.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    numbers = {k: f for k, v in stats.items() if (f := _finite(v)) is not None}
     if not all(k in numbers for k in ("median", "min", "max", "mean")):
         return None
     data = stats.get("data")
-    rounds = tuple(float(x) for x in data) if isinstance(data, list) and all(_number(x) for x in data) else None
+    rounds: tuple[float, ...] | None = None
+    if isinstance(data, list) and data and all(type(x) is float or type(x) is int for x in data):
+        try:
+            rounds = tuple(map(float, data))
+        except OverflowError:
+            rounds = None
+        if rounds is not None and not (math.isfinite(math.fsum(rounds)) and min(rounds) >= 0):
+            rounds = None
     extra = item.get("extra_info")
-    return Bench(name, numbers, rounds or None, extra if isinstance(extra, dict) else {})
+    return Bench(name, numbers, rounds, extra if isinstance(extra, dict) else {})
+
+
+def _finite(x: Any) -> float | None:
+    """``x`` as a finite float, or None (a string, a bool, NaN, an infinity, an integer beyond floats)."""
+    if not isinstance(x, int | float) or isinstance(x, bool):
+        return None
+    try:
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return _finite(x) is not None
 
 
 def _str(x: Any) -> str | None:
@@ -209,26 +238,33 @@ def _str(x: Any) -> str | None:
 # --- statistics -----------------------------------------------------------------------------------------
 
 
+#: Rounds beyond this are thinned to it (evenly over the sorted rounds: the same distribution) before the
+#: rank test: fast micro-benchmarks save hundreds of thousands.
+MAX_TEST_ROUNDS = 2000
+
+
+def _thin(xs: Sequence[float]) -> list[float]:
+    ordered = sorted(xs)
+    if len(ordered) <= MAX_TEST_ROUNDS:
+        return ordered
+    step = len(ordered) / MAX_TEST_ROUNDS
+    return [ordered[int(i * step)] for i in range(MAX_TEST_ROUNDS)]
+
+
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     """The two-sided p-value of the Mann–Whitney U test (normal approximation with the tie correction and
-    a continuity correction), as scipy.stats.mannwhitneyu(..., method="asymptotic") computes it."""
-    n1, n2 = len(a), len(b)
-    merged = sorted([(x, 0) for x in a] + [(x, 1) for x in b])
-    ranks = [0.0] * len(merged)
-    ties = 0.0
-    i = 0
-    while i < len(merged):
-        j = i
-        while j + 1 < len(merged) and merged[j + 1][0] == merged[i][0]:
-            j += 1
-        rank = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[k] = rank
-        t = j - i + 1
-        ties += t**3 - t
-        i = j + 1
-    r1 = sum(r for r, (_x, g) in zip(ranks, merged, strict=True) if g == 0)
-    u1 = r1 - n1 * (n1 + 1) / 2
+    a continuity correction), as scipy.stats.mannwhitneyu(..., method="asymptotic") computes it. Each
+    sample is thinned to MAX_TEST_ROUNDS first."""
+    xs, ys = _thin(a), _thin(b)
+    n1, n2 = len(xs), len(ys)
+    if not n1 or not n2:
+        return 1.0
+    # U of the first sample: for each of its values, the values of the second below it, and half those equal.
+    u1 = 0.0
+    for x in xs:
+        lo = bisect.bisect_left(ys, x)
+        u1 += lo + (bisect.bisect_right(ys, x, lo) - lo) / 2
+    ties = sum(t**3 - t for t in Counter(xs + ys).values() if t > 1)
     mean = n1 * n2 / 2
     n = n1 + n2
     var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
@@ -268,21 +304,29 @@ def compare_runs(base: Run, new: Run, threshold: float = 0.05, metric: str = "me
 
 
 def _row(name: str, b: Bench, n: Bench, threshold: float, metric: str, alpha: float) -> Row:
-    before, after = b.stats[metric], n.stats[metric]
-    change = after / before - 1 if before > 0 else (0.0 if after == before else math.inf)
+    before, after = b.stats[metric], n.stats[metric]  # positive and finite (load checks)
+    change = after / before - 1
     noise = max(_relative_iqr(b, metric), _relative_iqr(n, metric))
     p: float | None = None
     if b.data and n.data and min(len(b.data), len(n.data)) >= MIN_ROUNDS_FOR_TEST:
         method = "rank test (Mann-Whitney U)"
         p = mann_whitney_p(b.data, n.data)
-        # Significant, and outside the runs' own spread: with thousands of rounds the rank test calls
-        # any shift significant, and rounds taken in one process do not see how runs drift apart.
-        differs = p < alpha and abs(change) > noise
-    else:
+        differs = p < alpha
+    elif "iqr" in b.stats and "iqr" in n.stats and min(b.stats.get("rounds", 0), n.stats.get("rounds", 0)) >= 2:
+        # The saved statistics: a change inside either run's interquartile range is within noise.
         method = "saved statistics (median, IQR)"
         differs = abs(change) > noise
-    verdict = "same (within noise)" if not differs or change == 0 else ("slower" if change > 0 else "faster")
-    return Row(name, before, after, change, verdict, method, p, noise, verdict == "slower" and change > threshold)
+    else:
+        method = "saved statistics without spread (the threshold alone)"
+        differs = abs(change) > threshold
+    if not differs or change == 0:
+        verdict = "same (within noise)"
+    elif abs(change) <= threshold:
+        # Beyond noise but not beyond the threshold: with hundreds of rounds a 1 % shift is significant.
+        verdict = "same (within threshold)"
+    else:
+        verdict = "slower" if change > 0 else "faster"
+    return Row(name, before, after, change, verdict, method, p, noise, verdict == "slower")
 
 
 def _figures(name: str, b: Bench, n: Bench, threshold: float) -> list[FigureRow]:
@@ -312,21 +356,23 @@ def _gpus(mi: dict[str, Any]) -> str | None:
     gpus = _dig(mi, ("gpucheck", "gpus"))
     if not isinstance(gpus, list):
         return None
-    names = [str(g.get("name")) if isinstance(g, dict) else "?" for g in gpus]
+    names = [
+        f"{g.get('name')} ({g.get('pci_bus_id') or g.get('uuid') or '?'})" if isinstance(g, dict) else "?" for g in gpus
+    ]
     return f"{len(names)}: " + ", ".join(names) if names else "none"
 
 
 def machine_diff(base: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """What differs between the two machines (label, base, new), in the order a person reads it."""
     out = []
-    for label, path in MACHINE_KEYS[:6]:
+    for label, path in MACHINE_KEYS[:7]:
         a, b = _dig(base, path), _dig(new, path)
         if a != b:
             out.append((label, a, b))
     a_gpus, b_gpus = _gpus(base), _gpus(new)
     if a_gpus != b_gpus:
         out.append(("GPUs", a_gpus, b_gpus))
-    for label, path in MACHINE_KEYS[6:]:
+    for label, path in MACHINE_KEYS[7:]:
         a, b = _dig(base, path), _dig(new, path)
         if a != b:
             out.append((label, a, b))
@@ -376,7 +422,7 @@ def text_report(c: Comparison, out: TextIO) -> None:
     )
     rows = [
         [r.name, _time(r.base), _time(r.new), _pct(r.change), r.verdict + (" REGRESSION" if r.regression else ""),
-         (f"p={r.p_value:.2g}, " if r.p_value is not None else "") + f"IQR {r.noise:.1%}"]
+         _noise_text(r)]
         for r in c.rows
     ]
     for line in _table(["benchmark", "base", "new", "change", "verdict", "noise"], rows):
@@ -401,6 +447,15 @@ def text_report(c: Comparison, out: TextIO) -> None:
     w("\n" + summary(c) + "\n")
 
 
+def _noise_text(r: Row) -> str:
+    parts = []
+    if r.p_value is not None:
+        parts.append("p<1e-300" if r.p_value < 1e-300 else f"p={r.p_value:.2g}")
+    if not r.method.endswith("(the threshold alone)"):
+        parts.append(f"IQR {r.noise:.1%}")
+    return ", ".join(parts) or "no spread saved"
+
+
 def same_machines(c: Comparison) -> str:
     if "gpucheck" in c.base.machine_info or "gpucheck" in c.new.machine_info:
         return "The two machines are the same: driver, CUDA, cuDNN, TensorFlow, GPUs, Python and CPU."
@@ -413,7 +468,7 @@ def same_machines(c: Comparison) -> str:
 def summary(c: Comparison) -> str:
     regs = c.regressions
     if not regs:
-        return f"No regression beyond {c.threshold:.0%} ({len(c.rows)} benchmarks compared)."
+        return f"No regression beyond {c.threshold:.0%} ({len(c.rows)} benchmark{'s' if len(c.rows) != 1 else ''} compared)."
     names = ", ".join(f"{r.name} ({_pct(r.change)})" for r in regs[:10]) + (" ..." if len(regs) > 10 else "")
     return f"{len(regs)} regression(s) beyond {c.threshold:.0%}: {names}."
 
@@ -432,8 +487,14 @@ def markdown_report(c: Comparison, out: TextIO) -> None:
     for r in c.rows:
         verdict = f"**{r.verdict}**" if r.regression else r.verdict
         w(f"| `{_md(r.name)}` | {_time(r.base)} | {_time(r.new)} | {_pct(r.change)} | {verdict} |\n")
-    if c.only_base or c.only_new:
-        w(f"\nOnly in the base run: {len(c.only_base)}; only in the new run: {len(c.only_new)}.\n")
+    moved = [f for f in c.figures if f.verdict != "same"]
+    if moved:
+        w("\n| benchmark | figure | base | new | change | verdict |\n| --- | --- | ---: | ---: | ---: | --- |\n")
+        for f in moved:
+            w(f"| `{_md(f.name)}` | {f.figure} | {f.base:.4g} | {f.new:.4g} | {_pct(f.change)} | {f.verdict} |\n")
+    for label, names in (("Only in the base run", c.only_base), ("Only in the new run", c.only_new)):
+        if names:
+            w(f"\n{label}: " + ", ".join(f"`{_md(x)}`" for x in names) + "\n")
     w(f"\n{c.metric} times; noise judged by {_methods(c)}. {summary(c)}\n")
 
 
@@ -458,9 +519,9 @@ def json_report(c: Comparison) -> dict[str, Any]:
     }
 
 
-def plot(c: Comparison, path: str) -> None:
+def plot(c: Comparison, fmt: str) -> bytes:
     """One bar per benchmark: its change, with the runs' own spread as a band around zero, coloured by
-    verdict. PNG or SVG by the file's extension."""
+    verdict; drawn in memory (``fmt``: png or svg), written by the caller."""
     try:
         import matplotlib
 
@@ -468,7 +529,14 @@ def plot(c: Comparison, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UnusableInput("--plot needs matplotlib: pip install 'pytest-gpucheck[plot]'") from None
-    colours = {"slower": "#d62728", "faster": "#2ca02c", "same (within noise)": "#7f7f7f"}
+    with matplotlib.rc_context({"text.parse_math": False}):  # benchmark names may hold '$'
+        return _draw(c, fmt, plt)
+
+
+def _draw(c: Comparison, fmt: str, plt: Any) -> bytes:
+    colours = {
+        "slower": "#d62728", "faster": "#2ca02c", "same (within noise)": "#7f7f7f", "same (within threshold)": "#bcbcbc"
+    }
     rows = c.rows
     height = max(2.5, 0.32 * len(rows) + 1.2)
     fig, ax = plt.subplots(figsize=(9, min(height, 60)))
@@ -485,12 +553,12 @@ def plot(c: Comparison, path: str) -> None:
     ax.set_title(f"{os.path.basename(c.base.path)} → {os.path.basename(c.new.path)}: {summary(c)}", fontsize=9)
     ax.grid(axis="x", alpha=0.3, zorder=0)
     fig.tight_layout()
+    buffer = io.BytesIO()
     try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise UnusableInput(f"cannot write the plot to {path} ({exc.strerror or exc})") from None
+        fig.savefig(buffer, format=fmt)
     finally:
         plt.close(fig)
+    return buffer.getvalue()
 
 
 def plot_format(path: str) -> str:
@@ -514,31 +582,40 @@ class Options:
 
 
 def run(opts: Options, out: TextIO) -> int:
-    """Compare and print; raises :class:`UnusableInput` for an input that cannot be compared."""
-    if opts.plot is not None:
-        plot_format(opts.plot)
+    """Compare and print; raises :class:`UnusableInput` for an input that cannot be compared (before
+    anything is printed: the plot is drawn and its file checked first)."""
+    fmt = plot_format(opts.plot) if opts.plot is not None else None
     c = compare_runs(load(opts.base, opts.storage), load(opts.new, opts.storage), opts.threshold, opts.metric)
+    image = plot(c, fmt) if fmt is not None else None
+    if opts.plot is not None and image is not None:
+        _write(opts.plot, image)
     if opts.as_json:
-        json.dump(json_report(c), out, indent=2)
+        json.dump(json_report(c), out, indent=2, allow_nan=False)
         out.write("\n")
     elif opts.markdown:
         markdown_report(c, out)
     else:
         text_report(c, out)
-    if opts.plot is not None:
-        plot(c, opts.plot)
     return c.exit_status
 
 
-def parse_threshold(text: str) -> float:
-    """``5%`` or ``5`` (a number of 1 or more is a percentage), or a fraction below 1 (``0.05``)."""
-    t = text.strip()
+def _write(path: str, image: bytes) -> None:
+    if os.path.isdir(path):
+        raise UnusableInput(f"cannot write the plot to {path}: it is a folder")
     try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        with open(path, "wb") as fh:
+            fh.write(image)
+    except OSError as exc:
+        raise UnusableInput(f"cannot write the plot to {path} ({exc.strerror or exc})") from None
+
+
+def parse_threshold(text: str) -> float:
+    """A percentage: ``5%`` or ``5``."""
+    t = text.strip().removesuffix("%")
+    try:
+        value = float(t) / 100
     except ValueError:
-        raise ValueError(f"--threshold {text}: must be a percentage like 5% or a fraction like 0.05") from None
-    if not t.endswith("%") and value >= 1:
-        value /= 100
+        raise ValueError(f"--threshold {text}: must be a percentage like 5%") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"--threshold {text}: must be a percentage of 0 or more")
     return value

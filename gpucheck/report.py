@@ -356,11 +356,11 @@ def _keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
 
 def machine_info(result: Result) -> dict[str, Any]:
     """What a saved benchmark ran on (``machine_info["gpucheck"]``, DESIGN.md "Contract: performance"):
-    the driver, the CUDA driver API, the CUDA and cuDNN TensorFlow was built with, the cuDNN the loader
-    finds, TensorFlow, and the GPUs NVML lists (else the CUDA driver's). None where unknown."""
+    the driver, the CUDA driver API, the CUDA and cuDNN TensorFlow was built with, the CUDA runtime and
+    cuDNN the loader finds, TensorFlow, and the GPUs NVML lists (else the CUDA driver's). None where unknown."""
     facts = result.facts
     info: dict[str, Any] = dict.fromkeys(
-        ("driver", "cuda_driver", "cuda_build", "cudnn_build", "cudnn_loaded", "tensorflow"), None
+        ("driver", "cuda_driver", "cuda_build", "cuda_loaded", "cudnn_build", "cudnn_loaded", "tensorflow"), None
     )
     info["gpus"] = []
     if facts is None:
@@ -376,8 +376,9 @@ def machine_info(result: Result) -> dict[str, Any]:
             info["cuda_build"] = _text(tf.build_info.get("cuda_version"))
             info["cudnn_build"] = _text(tf.build_info.get("cudnn_version"))
     lf = facts.libraries.facts if facts.libraries is not None else None
-    cudnn = next((lib for lib in (lf.libraries if lf is not None else ()) if lib.key == "cudnn" and lib.loaded), None)
-    info["cudnn_loaded"] = cudnn.version if cudnn is not None else None
+    loaded = {lib.key: lib.version for lib in (lf.libraries if lf is not None else ()) if lib.loaded}
+    info["cuda_loaded"] = loaded.get("cudart")
+    info["cudnn_loaded"] = loaded.get("cudnn")
     if nf is not None and nf.gpus:
         info["gpus"] = [
             {

@@ -165,7 +165,7 @@ def test_matmul_benchmark_reaches_a_plain_tf_function_loop(
 
 @pytest.mark.benchmark(group="compare", disable_gc=False, warmup=False)
 def test_compare_of_1000_benchmarks(benchmark: BenchmarkFixture, tmp_path: Path) -> None:
-    """Issue 14: two pytest-benchmark files of 1,000 benchmarks each (40 saved rounds apiece, so the rank
+    """Issue 14: two pytest-benchmark files of 1,000 benchmarks each (100 saved rounds apiece, so the rank
     test runs on every one) compared, read from disk to the printed table. Target: under 1 s."""
     import io
     import random

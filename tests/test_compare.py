@@ -31,6 +31,7 @@ MACHINE: dict[str, Any] = {
         "driver": "550.54.15",
         "cuda_driver": "12.4",
         "cuda_build": "12.5.1",
+        "cuda_loaded": "12.5.82",
         "cudnn_build": "9",
         "cudnn_loaded": "9.3.0",
         "tensorflow": "2.21.0",
@@ -59,7 +60,7 @@ def write_run(path: Path, benches: list[dict[str, Any]], machine: dict[str, Any]
 
 
 def synthetic_run(path: Path, rng: random.Random, times: dict[str, float], shift: float = 0.0,
-                  sigma: float = 0.05, rounds: int = 40) -> Path:
+                  sigma: float = 0.05, rounds: int = 100) -> Path:
     """Rounds of each benchmark drawn around its time (log-normal, ``sigma``), a few slow outliers, and the
     whole run shifted by ``shift`` (the drift between two runs)."""
     benches = []
@@ -84,8 +85,10 @@ def gpucheck_compare(*args: str | Path, cwd: Path | None = None) -> subprocess.C
 @pytest.mark.parametrize("trial", range(12))
 def test_identical_work_with_ordinary_noise_is_no_regression(tmp_path: Path, trial: int) -> None:
     rng = random.Random(trial)
-    base = synthetic_run(tmp_path / "base.json", rng, TIMES, shift=rng.uniform(-0.02, 0.02))
-    new = synthetic_run(tmp_path / "new.json", rng, TIMES, shift=rng.uniform(-0.02, 0.02))
+    # Ordinary noise: rounds spread by 5 % (an IQR of about 7 %, as this machine's own runs show), a slow
+    # outlier or two, and two runs that drift apart by up to 2 %.
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES, shift=rng.uniform(-0.01, 0.01))
+    new = synthetic_run(tmp_path / "new.json", rng, TIMES, shift=rng.uniform(-0.01, 0.01))
     done = gpucheck_compare(base, new)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No regression beyond 5%" in done.stdout
@@ -191,6 +194,12 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
     (tmp_path / "list.json").write_text("[1, 2, 3]")
     (tmp_path / "report.json").write_text(json.dumps({"schema": "gpucheck-report/1", "verdict": "accelerated"}))
     (tmp_path / "nostats.json").write_text(json.dumps({"benchmarks": [{"name": "test_a"}]}))
+    entry = json.loads(good.read_text())["benchmarks"][0]
+    for name, median in (("nan", "NaN"), ("zero", "0"), ("huge", "1" + "0" * 400)):
+        text = json.dumps({"benchmarks": [{**entry, "stats": {**entry["stats"], "median": 1.0}}]})
+        (tmp_path / f"{name}.json").write_text(text.replace('"median": 1.0', f'"median": {median}'))
+    (tmp_path / "twice.json").write_text(json.dumps({"benchmarks": [entry, entry]}))
+    (tmp_path / "taken.png").mkdir()
     return {
         "missing": ([tmp_path / "nope.json", good], "is not a file"),
         "folder": ([tmp_path, good], "is a folder"),
@@ -203,13 +212,20 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
         "unknown run id": (["0042", good, "--storage", tmp_path], "no run 0042"),
         "plot extension": ([good, good, "--plot", tmp_path / "out.jpg"], "must end in .png or .svg"),
         "threshold": ([good, good, "--threshold", "fast"], "--threshold fast"),
+        "nan median": ([tmp_path / "nan.json", good], "has no name or stats"),
+        "zero time": ([tmp_path / "zero.json", good], "has a median time of 0.0, not a positive number"),
+        "huge number": ([tmp_path / "huge.json", good], "has no name or stats"),
+        "a benchmark twice": ([tmp_path / "twice.json", good], "has the benchmark test_x.py::test_b0 twice"),
+        "plot onto a folder": ([good, good, "--plot", tmp_path / "taken.png"], "it is a folder"),
+        "usage": ([good, "--json", "--markdown"], "(see gpucheck compare --help)"),
     }
 
 
 @pytest.mark.parametrize(
     "case",
     ["missing", "folder", "not json", "binary", "json list", "a gpucheck report", "no stats", "nothing in common",
-     "unknown run id", "plot extension", "threshold"],
+     "unknown run id", "plot extension", "threshold", "nan median", "zero time", "huge number", "a benchmark twice",
+     "plot onto a folder", "usage"],
 )
 def test_unusable_input_exits_2_with_one_sentence(tmp_path: Path, case: str) -> None:
     args, expected = _bad_inputs(tmp_path)[case]

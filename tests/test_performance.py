@@ -59,7 +59,9 @@ def test_every_benchmark_runs_on_the_cpu_host(run_gpucheck: Callable[..., Gpuche
         info = b["extra_info"]
         assert info["device"].startswith("CPU:"), (name, info)
         gi = b["_machine_info"]["gpucheck"]
-        assert set(gi) == {"driver", "cuda_driver", "cuda_build", "cudnn_build", "cudnn_loaded", "tensorflow", "gpus"}
+        assert set(gi) == {
+            "driver", "cuda_driver", "cuda_build", "cuda_loaded", "cudnn_build", "cudnn_loaded", "tensorflow", "gpus"
+        }
         assert gi["tensorflow"] == "2.21.0" and gi["gpus"] == [] and gi["driver"] is None
     assert got["test_matmul[CPU:0-float32]"]["extra_info"]["tflops"] > 0
     assert got["test_matmul[CPU:0-float32]"]["extra_info"]["shape"] == [1024, 1024, 1024]
@@ -245,6 +247,7 @@ def test_underperforming_gpus_and_poor_scaling_through_the_full_path(
     gi = saved["test_matmul[GPU:1-bfloat16]"]["_machine_info"]["gpucheck"]
     assert gi["driver"] == "580.159.04" and gi["cuda_driver"] == "13.0" and gi["cuda_build"] == "12.5.1"
     assert gi["cudnn_build"] == "9" and gi["cudnn_loaded"] == "9.3.0" and gi["tensorflow"] == "2.21.0"
+    assert gi["cuda_loaded"] == "12.5.82"  # the fake libcudart.so.12.5.82 the scenario installs
     assert [(g["index"], g["name"], g["compute_capability"]) for g in gi["gpus"]] == [
         (0, "NVIDIA H100 80GB HBM3", "9.0"), (1, "NVIDIA H100 80GB HBM3", "9.0")
     ]

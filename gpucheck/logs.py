@@ -30,6 +30,10 @@ class Pattern:
     cause: str
     remedy: str
     report: str | None
+    #: Its remedy installs CUDA pieces the way of TensorFlow >= 2.14 (pip's tensorflow[and-cuda], -cu12 wheels):
+    #: a log of an older TensorFlow gets its era's remedy of this kind instead (:func:`era_remedy`):
+    #: "libraries", "toolchain" (ptxas, libdevice) or "cudnn-version"; None: the remedy fits every era.
+    remedy_old_era: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ def patterns() -> tuple[Pattern, ...]:
                 cause=raw.get("cause", ""),
                 remedy=raw.get("remedy", ""),
                 report=raw.get("report"),
+                remedy_old_era=raw.get("remedy_old_era"),
             )
         )
     return tuple(out)
@@ -124,11 +129,173 @@ def classify(lines: list[str] | tuple[str, ...]) -> Classification:
     return result
 
 
+# --- the log's own era: which CUDA and cuDNN its TensorFlow was built with ---------------------------------
+
+_CUDA_SONAME = re.compile(r"\blib(?:cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse)\.so\.(\d+)(?:\.(\d+))?")
+#: XLA lists the CUDA directories it searched, the build's own version among them (/usr/local/cuda-11.8).
+_CUDA_DIR = re.compile(r"/usr/local/cuda-(\d+)\.(\d+)\b")
+_CUDA_DLL = re.compile(r"\b(?:cudart|cublas|cublasLt|cufft|curand|cusolver|cusparse)64_(\d+)\.dll", re.IGNORECASE)
+_CUDNN = re.compile(
+    r"\blibcudnn\.so\.(\d+)|\bcudnn64_(\d+)\.dll|source was compiled with:? (\d+)(?:\.|\s|\(|$)"
+    r"|Loaded cuDNN version (\d{4,})",
+    re.IGNORECASE,
+)
+#: pip's tensorflow[and-cuda] (the CUDA libraries as wheels) exists from TensorFlow 2.14.
+AND_CUDA_SINCE = (2, 14)
+
+
+@dataclass(frozen=True)
+class Era:
+    """What a log shows of its TensorFlow's build: the CUDA version of the libraries it loads (``"10.1"``,
+    or a major alone, ``"11"``), the cuDNN major, and the TensorFlow releases built so (tf_builds.json)."""
+
+    cuda: str | None
+    cudnn: str | None
+    tensorflow: tuple[str, ...]
+
+    @property
+    def before_and_cuda(self) -> bool:
+        """Some TensorFlow of this era predates pip's tensorflow[and-cuda]: a remedy must not count on it."""
+        versions = [knowledge.parse_version(v) or (0,) for v in self.tensorflow]
+        return bool(versions) and min(versions) < AND_CUDA_SINCE
+
+    def builds(self) -> list[dict[str, str]]:
+        return [b for b in knowledge.data("tf_builds.json")["builds"] if b["tensorflow"] in self.tensorflow]
+
+
+def _cuda_of_dll(digits: str) -> str:
+    """cudart64_101.dll -> 10.1, cudart64_110.dll -> 11 (every CUDA 11 names it so), cudart64_90 -> 9.0,
+    cublas64_11.dll -> 11, cudart64_12.dll -> 12."""
+    if len(digits) == 3:
+        major, minor = digits[:2], digits[2]
+        return major if major == "11" else f"{major}.{minor}"
+    if len(digits) == 2 and digits[0] in "89":
+        return f"{digits[0]}.{digits[1]}"
+    return digits
+
+
+def era(lines: list[str] | tuple[str, ...]) -> Era | None:
+    """The CUDA / cuDNN era of the TensorFlow that wrote the log, from the library names it shows; None
+    when it shows none."""
+    cuda = cudnn = None
+    for line in lines:
+        if cuda is None:
+            m = _CUDA_SONAME.search(line)
+            if m:
+                major, minor = m.group(1), m.group(2)
+                cuda = f"{major}.{minor}" if minor is not None and int(major) <= 10 else major
+            else:
+                d = _CUDA_DLL.search(line)
+                if d:
+                    cuda = _cuda_of_dll(d.group(1))
+                elif (x := _CUDA_DIR.search(line)) is not None:
+                    cuda = f"{x.group(1)}.{x.group(2)}"
+        if cudnn is None:
+            c = _CUDNN.search(line)
+            if c:
+                cudnn = next(g for g in c.groups() if g)
+                if len(cudnn) >= 4:  # 5110: cuDNN 5.1.10 as old TensorFlow printed it
+                    cudnn = str(int(cudnn) // 1000)
+    if cuda is None and cudnn is None:
+        return None
+    rows = knowledge.data("tf_builds.json")["builds"]
+
+    def fits(row: dict[str, str]) -> bool:
+        row_cuda = row["cuda"]
+        if cuda is not None:
+            if "." in cuda:  # "10.1", "9.0": the release, or a row that gives the major alone ("9")
+                same = row_cuda == cuda or ("." not in row_cuda and cuda.startswith(row_cuda + "."))
+            else:  # "11", "12": any release of that major
+                same = row_cuda.split(".")[0] == cuda
+            if not same:
+                return False
+        return cudnn is None or row["cudnn"].split(".")[0] == cudnn
+
+    tensorflow = tuple(row["tensorflow"] for row in rows if fits(row))
+    return Era(cuda, cudnn, tensorflow)
+
+
+def _span(versions: tuple[str, ...]) -> str:
+    ordered = sorted(versions, key=lambda v: knowledge.parse_version(v) or (0,))
+    if not ordered:
+        return ""
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]} to {ordered[-1]}"
+
+
+def era_hint(e: Era | None) -> str:
+    """A clause naming the CUDA and cuDNN of the log's era, for remedies that say "install what TensorFlow
+    was built with"."""
+    if e is None or not e.tensorflow:
+        return " (tensorflow.org/install/source#gpu lists each TensorFlow's CUDA and cuDNN)"
+    builds = e.builds()
+    cudas = sorted({b["cuda"] for b in builds})
+    cudnns = sorted({b["cudnn"] for b in builds})
+    if not e.before_and_cuda and all((knowledge.parse_version(v) or (0,)) >= AND_CUDA_SINCE for v in e.tensorflow):
+        return (
+            f" (TensorFlow {_span(e.tensorflow)}: CUDA {' / '.join(cudas)}, cuDNN {' / '.join(cudnns)}; "
+            '`pip install "tensorflow[and-cuda]==<your TensorFlow version>"` brings them)'
+        )
+    return f" (this log's TensorFlow, {_span(e.tensorflow)}, was built with CUDA {' / '.join(cudas)} and cuDNN {' / '.join(cudnns)})"
+
+
+def era_remedy(e: Era, library: str | None, kind: str = "libraries") -> str:
+    """How to install the CUDA libraries (or XLA's toolchain) of an era before pip's tensorflow[and-cuda]:
+    the toolkit and cuDNN of the tested build, on the loader's path (conda's packages of those versions)."""
+    builds = e.builds()
+    if kind == "toolchain":
+        cuda = " / ".join(sorted({b["cuda"] for b in builds})) or (e.cuda or "?")
+        return (
+            f"ptxas and libdevice come with the CUDA toolkit: install the one this TensorFlow ({_span(e.tensorflow)}) "
+            f"was built with, CUDA {cuda}, put its bin folder first on PATH, and point XLA at it: "
+            "`export XLA_FLAGS=--xla_gpu_cuda_data_dir=/usr/local/cuda-<that version>`."
+        )
+    cuda = " / ".join(sorted({b["cuda"] for b in builds})) or (e.cuda or "?")
+    cudnn = " / ".join(sorted({b["cudnn"] for b in builds})) or (e.cudnn or "?")
+    what = f"{library} comes with " if library else ""
+    conda_cuda = sorted({b["cuda"] for b in builds})[-1] if builds else e.cuda
+    conda_cudnn = sorted({b["cudnn"] for b in builds})[-1] if builds else e.cudnn
+    return (
+        f"{what}the CUDA toolkit and cuDNN this TensorFlow ({_span(e.tensorflow)}) was built with: CUDA {cuda} and "
+        f"cuDNN {cudnn}. Install those versions and put their library folder on LD_LIBRARY_PATH (on Windows, "
+        f"their bin folder on PATH); or in a conda environment `conda install cudatoolkit={conda_cuda} cudnn={conda_cudnn}`."
+    )
+
+
+_CC = re.compile(r"compute capability:? (\d+\.\d+)|major: (\d+) minor: (\d+)|computeCapability: (\d+\.\d+)")
+
+
+def compute_capability(lines: list[str] | tuple[str, ...]) -> str | None:
+    """The GPU's compute capability where the log shows it (TensorFlow's device lines, old and new)."""
+    for line in lines:
+        m = _CC.search(line)
+        if m:
+            if m.group(2) is not None:
+                return f"{m.group(2)}.{m.group(3)}"
+            return m.group(1) or m.group(4)
+    return None
+
+
+def _cudnn_text(value: str) -> str:
+    """cuDNN versions as old TensorFlow printed them, encoded (5110 = 5.1.10, 7104 = 7.1.4), as x.y.z."""
+    if value.isdigit() and len(value) >= 4:
+        n = int(value)
+        return f"{n // 1000}.{n % 1000 // 100}.{n % 100}"
+    return value
+
+
 def _fill(text: str, groups: dict[str, str]) -> str:
     try:
         return text.format(**groups)
     except (KeyError, IndexError, ValueError):
         return text
+
+
+#: What explains a cuDNN / cuBLAS handle failure, other than memory, when the log shows it too.
+HANDLE_FAILURE_CAUSES = (
+    "cudnn-version-mismatch", "cudnn-missing", "cuda-runtime-missing", "gpu-arch-unsupported", "ptx-jit-failed"
+)
+HANDLE_PATTERNS = ("cudnn-handle", "cublas-handle")
+_RANK = {"blocker": 0, "degraded": 1, "info": 2}
 
 
 def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
@@ -137,6 +304,7 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
     A generic line ("Cannot dlopen some GPU libraries") does not add a cause when a specific line
     names the library (cuDNN missing is its own cause, not also "CUDA runtime missing")."""
     found = classify(lines)
+    log_era = era(lines)
     by_id: dict[str, list[LineMatch]] = {}
     for m in found.meaningful:
         by_id.setdefault(m.finding or "", []).append(m)
@@ -146,16 +314,35 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
             del by_id["cuda-runtime-missing"]
     # A failed cuInit is explained by a more precise driver-layer line when the log has one.
     if "cuda-init-failed" in by_id and any(
-        k in by_id for k in ("driver-library-mismatch", "libcuda-missing", "forward-compat-unsupported")
+        k in by_id for k in ("driver-library-mismatch", "libcuda-missing", "forward-compat-unsupported", "driver-not-loaded")
     ):
         del by_id["cuda-init-failed"]
+    # A cuDNN / cuBLAS handle that cannot be created is most often memory; beside a line that says why
+    # otherwise (cuDNN missing or of the wrong version, no code for the GPU) it is that cause's consequence.
+    consequences: list[LineMatch] = []
+    explained_by = next((k for k in HANDLE_FAILURE_CAUSES if k in by_id), None)
+    memory = by_id.get("gpu-memory-exhausted", [])
+    if explained_by is not None and memory and all(m.pattern.id in HANDLE_PATTERNS for m in memory):
+        consequences = by_id.pop("gpu-memory-exhausted")
     out: list[Finding] = []
     for cause_id, matches in by_id.items():
-        first = matches[0]
-        groups = dict(first.groups)
+        first = min(matches, key=lambda m: _RANK.get(m.pattern.severity, 3))  # the most severe, then the earliest
+        groups = {**first.groups, "era_hint": era_hint(log_era)}
+        if first.pattern.id == "cudnn-version":
+            groups.update({k: _cudnn_text(groups[k]) for k in ("loaded", "compiled") if k in groups})
         summary = _fill(first.pattern.summary, groups)
         cause = _fill(first.pattern.cause, groups)
         remedy = _fill(first.pattern.remedy, groups)
+        if first.pattern.remedy_old_era and log_era is not None and log_era.before_and_cuda:
+            if first.pattern.remedy_old_era == "cudnn-version":
+                remedy = _fill(
+                    "Install cuDNN {compiled} (the version this TensorFlow was compiled with, or a later release of "
+                    "the same major version) and make it the first one the loader finds (LD_LIBRARY_PATH on Linux, "
+                    "PATH on Windows); remove the older cuDNN from the search path.",
+                    groups,
+                )
+            else:
+                remedy = era_remedy(log_era, groups.get("library"), first.pattern.remedy_old_era)
         severity = _SEVERITY.get(first.pattern.severity, Severity.INFO)
         if first.pattern.id == "cuinit-failed" and "code" in groups:
             override = cuinit_codes().get(int(groups["code"]))
@@ -170,11 +357,21 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
         libraries = sorted({m.groups["library"] for m in matches if "library" in m.groups})
         if libraries:
             evidence["libraries"] = libraries
+        if cause_id == explained_by and consequences:
+            evidence["consequences"] = [m.line for m in consequences][:6]
+            cause = f"{cause} The cuDNN / cuBLAS handle failures the log shows are its consequence."
+        if cause_id in ("gpu-arch-unsupported", "ptx-jit-compilation", "ptx-jit-failed") and "cc" not in groups:
+            cc = compute_capability(lines)
+            if cc is not None:
+                evidence["compute_capability"] = cc
+                summary = f"{summary} The log shows a GPU of compute capability {cc}."
+        if log_era is not None:
+            evidence["era"] = {"cuda": log_era.cuda, "cudnn": log_era.cudnn, "tensorflow": list(log_era.tensorflow)}
         reports = sorted({m.pattern.report for m in matches if m.pattern.report})
         if reports:
             evidence["reports"] = reports
         for key, value in groups.items():
-            if key not in ("library",):
+            if key not in ("library", "era_hint"):
                 evidence.setdefault(key, value)
         out.append(finding(cause_id, severity, summary=summary, cause=cause, remedy=remedy, evidence=evidence))
     return out

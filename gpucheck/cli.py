@@ -6,6 +6,9 @@ as the report contract (``--json`` prints ``{"findings": [...]}``). It runs no p
 library: the log is the only evidence. Exit status: 0 when the log shows no blocker, 1 when it
 does, 2 on a usage error.
 
+``merge`` (``gpucheck.merge``) joins many hosts' reports into one table; exit 1 when a host is not
+accelerated, 2 on unusable input.
+
 ``compare`` (``gpucheck.compare``) reads two pytest-benchmark runs and says what differs between the two
 machines and which benchmarks got slower beyond noise. Exit status: 0 no regression beyond the
 threshold, 1 at least one, 2 unusable input (one sentence).
@@ -54,6 +57,15 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--metric", default="median", choices=("median", "mean", "min", "max"), help="default median")
     compare.add_argument("--storage", default=".benchmarks", metavar="DIR", help="pytest-benchmark's storage, for run ids")
     compare.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also draw the changes (needs matplotlib)")
+    merge = sub.add_parser(
+        "merge",
+        help="join many hosts' reports (--gpucheck-json) into one table and one JSON",
+        description="Join the reports of many hosts (pytest --gpucheck --gpucheck-json on each) into one table: "
+        "host, verdict, root cause, GPUs, driver, TensorFlow; hosts whose root causes agree are grouped. Exit status: "
+        "0 every host accelerated, 1 at least one not, 2 unusable input.",
+    )
+    merge.add_argument("reports", nargs="*", metavar="REPORT.json", help="the hosts' reports")
+    merge.add_argument("--json", metavar="PATH", help="also write the merged JSON to PATH ('-': standard output only)")
     form = compare.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print the comparison as JSON")
     form.add_argument("--markdown", action="store_true", help="print a Markdown table (a CI job summary)")
@@ -120,6 +132,35 @@ def run_compare(args: argparse.Namespace) -> int:
         return _compare_error(f"the input cannot be compared ({type(exc).__name__}: {exc})")
 
 
+def run_merge(args: argparse.Namespace) -> int:
+    from gpucheck import merge
+
+    try:
+        hosts = merge.merge(args.reports)
+    except merge.UnusableReport as exc:
+        return _error("gpucheck merge", str(exc), merge.UNUSABLE)
+    if args.json == "-":
+        json.dump(merge.json_report(hosts), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return merge.exit_status(hosts)
+    merge.text_report(hosts, sys.stdout)
+    if args.json is not None:
+        try:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(merge.json_report(hosts), fh, indent=2)
+                fh.write("\n")
+        except OSError as exc:
+            return _error("gpucheck merge", f"cannot write {args.json} ({exc.strerror or exc})", merge.UNUSABLE)
+    return merge.exit_status(hosts)
+
+
+def _error(prog: str, sentence: str, status: int) -> int:
+    from gpucheck.settings import one_line
+
+    sys.stderr.write(f"{prog}: {one_line(sentence)}\n")
+    return status
+
+
 def _compare_error(sentence: str) -> int:
     from gpucheck.compare import UNUSABLE
     from gpucheck.settings import one_line
@@ -146,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_explain(lines, args.json, sys.stdout)
     if args.command == "compare":
         return run_compare(args)
+    if args.command == "merge":
+        return run_merge(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -280,4 +280,6 @@ def environment() -> dict[str, str]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "executable": sys.executable,
+        # Which host this is, for a fleet's reports joined by `gpucheck merge`.
+        "host": platform.node(),
     }

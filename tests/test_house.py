@@ -40,6 +40,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.decision": 5,
     "gpucheck.report": 5,
     "gpucheck.compare": 5,
+    "gpucheck.merge": 5,
     # 6: pytest-facing: the session, the options, the checks; 7: the entry points
     "gpucheck.session": 6,
     "gpucheck.options": 6,

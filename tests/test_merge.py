@@ -1,0 +1,103 @@
+"""Issue 16 (its fleet part): ``gpucheck merge`` of real reports, one per host, made by ``pytest --gpucheck
+--gpucheck-json`` on fake machines of the NVML scenarios (--gpucheck-framework=none: a node's GPU health) and
+on this host as it is."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GpucheckRun
+from tests import fakelibs
+
+SCENARIOS = Path(__file__).parent / "scenarios" / "nvml"
+
+
+def gpucheck_merge(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpucheck.cli", "merge", *map(str, args)], capture_output=True, text=True, timeout=60
+    )
+
+
+def host_report(report: dict[str, Any], host: str, path: Path) -> Path:
+    """The report as that host wrote it (its name is what `platform.node()` gave there)."""
+    report["environment"]["host"] = host
+    path.write_text(json.dumps(report))
+    return path
+
+
+def machine(scenario: dict[str, Any], root: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's environment made the machine of ``scenario`` (as conftest's fake_machine, in a folder of
+    its own, so that one test can be several hosts one after the other)."""
+    libdir = root / "lib"
+    libdir.mkdir(parents=True)
+    for name in scenario.get("libraries", []):
+        lib_name, _, lib_version = name.partition("@")
+        fakelibs.build(getattr(fakelibs, lib_name.upper()), libdir, lib_version or scenario.get("driver_version", "550.54.15"), cache)
+    fakelibs.write_scenario(scenario, root / "scenario.cfg")
+    fakelibs.make_host_root(root / "root", scenario.get("host", {}))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))
+    monkeypatch.setenv("GPUCHECK_FAKE_SCENARIO", str(root / "scenario.cfg"))
+    monkeypatch.setenv("GPUCHECK_HOST_ROOT", str(root / "root"))
+    for key, value in scenario.get("env", {}).items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def fleet(
+    tmp_path: Path, fake_lib_cache: Path, monkeypatch: pytest.MonkeyPatch, run_gpucheck: Callable[..., GpucheckRun]
+) -> list[Path]:
+    out = []
+    for i, name in enumerate(["h100-sxm-8gpu-node", "h100-sxm-8gpu-node", "gpu-missing-from-8gpu-node", "driver-not-loaded"]):
+        scenario = json.loads((SCENARIOS / f"{name}.json").read_text())
+        with monkeypatch.context() as m:
+            machine(scenario, tmp_path / f"machine-{i}", fake_lib_cache, m)
+            run = run_gpucheck("--gpucheck-framework=none", *scenario.get("args", []))
+        out.append(host_report(run.report, f"node-{i + 1:02d}", tmp_path / f"node-{i + 1:02d}.json"))
+    return out
+
+
+def test_merge_of_a_fleet(fleet: list[Path], tmp_path: Path) -> None:
+    merged_json = tmp_path / "fleet.json"
+    done = gpucheck_merge(*fleet, "--json", merged_json)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "TensorFlow"]
+    table = {ln.split()[0]: ln for ln in lines[2:6]}
+    assert "accelerated" in table["node-01"] and "8x H100 80GB HBM3" in table["node-01"]
+    assert "not-accelerated" in table["node-04"]
+    merged = json.loads(merged_json.read_text())
+    assert merged["schema"] == "gpucheck-fleet/1" and merged["accelerated"] == 2 and merged["not_accelerated"] == 2
+    by_cause = {g["cause"]: g["hosts"] for g in merged["groups"]}
+    assert by_cause["accelerated"] == ["node-01", "node-02"]
+    assert len(by_cause) == 3, by_cause
+    assert "2 of 4 hosts accelerated; not accelerated: node-03, node-04." in done.stdout
+    # The healthy hosts alone: exit 0.
+    assert gpucheck_merge(fleet[0], fleet[1]).returncode == 0
+
+
+def _bad(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
+    (tmp_path / "text.json").write_text("not json")
+    (tmp_path / "bench.json").write_text(json.dumps({"benchmarks": [], "machine_info": {}}))
+    return {
+        "none": ([], "no report given"),
+        "missing": ([tmp_path / "nope.json"], "is not a file"),
+        "folder": ([tmp_path], "is a folder"),
+        "not json": ([tmp_path / "text.json"], "is not JSON"),
+        "not a report": ([tmp_path / "bench.json"], "is not a gpucheck report"),
+    }
+
+
+@pytest.mark.parametrize("case", ["none", "missing", "folder", "not json", "not a report"])
+def test_unusable_input_exits_2_with_one_sentence(tmp_path: Path, case: str) -> None:
+    args, expected = _bad(tmp_path)[case]
+    done = gpucheck_merge(*args)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("gpucheck merge: ") and expected in line, line

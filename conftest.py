@@ -57,24 +57,29 @@ def fake_machine(
     driver version), ``env`` (variables to set), and the sections the fakes read (``cuda``, ``gpus``, ...)."""
 
     def make(scenario: dict[str, Any]) -> Path:
-        machine = tmp_path / "machine"
-        libdir = machine / "lib"
-        libdir.mkdir(parents=True, exist_ok=True)
-        version = scenario.get("driver_version", "550.54.15")
-        for name in scenario.get("libraries", []):
-            # "libcudart@12.5.82": a library installed under its own version instead of the driver's.
-            lib_name, _, lib_version = name.partition("@")
-            fakelibs.build(getattr(fakelibs, lib_name.upper()), libdir, lib_version or version, fake_lib_cache)
-        fakelibs.write_scenario(scenario, machine / "scenario.cfg")
-        fakelibs.make_host_root(machine / "root", scenario.get("host", {}))
-        monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))
-        monkeypatch.setenv("GPUCHECK_FAKE_SCENARIO", str(machine / "scenario.cfg"))
-        monkeypatch.setenv("GPUCHECK_HOST_ROOT", str(machine / "root"))
-        for key, value in scenario.get("env", {}).items():
-            monkeypatch.setenv(key, value)
-        return machine
+        return make_fake_machine(scenario, tmp_path / "machine", fake_lib_cache, monkeypatch)
 
     return make
+
+
+def make_fake_machine(scenario: dict[str, Any], machine: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The machine of ``scenario`` in the folder ``machine``, this environment made it (fake_machine; a test
+    that is several hosts one after the other calls it with a folder each)."""
+    libdir = machine / "lib"
+    libdir.mkdir(parents=True, exist_ok=True)
+    version = scenario.get("driver_version", "550.54.15")
+    for name in scenario.get("libraries", []):
+        # "libcudart@12.5.82": a library installed under its own version instead of the driver's.
+        lib_name, _, lib_version = name.partition("@")
+        fakelibs.build(getattr(fakelibs, lib_name.upper()), libdir, lib_version or version, cache)
+    fakelibs.write_scenario(scenario, machine / "scenario.cfg")
+    fakelibs.make_host_root(machine / "root", scenario.get("host", {}))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))
+    monkeypatch.setenv("GPUCHECK_FAKE_SCENARIO", str(machine / "scenario.cfg"))
+    monkeypatch.setenv("GPUCHECK_HOST_ROOT", str(machine / "root"))
+    for key, value in scenario.get("env", {}).items():
+        monkeypatch.setenv(key, value)
+    return machine
 
 
 @functools.cache

@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from gpucheck.jsonfile import Unreadable, read_json
+
 #: Exit statuses (DESIGN.md, "Contract: comparing runs").
 NO_REGRESSION, REGRESSION, UNUSABLE = 0, 1, 2
 #: The significance level of the rank test (benchstat's default).
@@ -166,16 +168,9 @@ def resolve(arg: str, storage: str) -> str:
 def load(arg: str, storage: str = ".benchmarks") -> Run:
     path = resolve(arg, storage)
     try:
-        with open(path, encoding="utf-8-sig") as fh:
-            raw = json.load(fh)
-    except UnicodeDecodeError:
-        raise UnusableInput(f"{path} is not JSON (it is not even UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise UnusableInput(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise UnusableInput(f"{path} is not pytest-benchmark's JSON (nested too deep to read)") from None
-    except OSError as exc:
-        raise UnusableInput(f"{path} cannot be read ({exc.strerror or exc})") from None
+        raw = read_json(path, "pytest-benchmark's JSON")
+    except Unreadable as exc:
+        raise UnusableInput(str(exc)) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("benchmarks"), list):
         raise UnusableInput(f"{path} is not in pytest-benchmark's format (no 'benchmarks' list)")
     benches: dict[str, Bench] = {}

@@ -7,11 +7,12 @@ library only: it reads the reports' JSON (schema ``gpucheck-report/1``), nothing
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
+
+from gpucheck.jsonfile import Unreadable, read_json
 
 ALL_ACCELERATED, NOT_ACCELERATED, UNUSABLE = 0, 1, 2
 SCHEMA = "gpucheck-report/1"
@@ -45,21 +46,10 @@ def _dig(data: Any, *path: str) -> Any:
 
 
 def read(path: str) -> Host:
-    if os.path.isdir(path):
-        raise UnusableReport(f"{path} is a folder, not a gpucheck report")
     try:
-        with open(path, encoding="utf-8-sig") as fh:
-            report = json.load(fh)
-    except FileNotFoundError:
-        raise UnusableReport(f"{path} is not a file") from None
-    except UnicodeDecodeError:
-        raise UnusableReport(f"{path} is not JSON (it is not even UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise UnusableReport(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise UnusableReport(f"{path} is not a gpucheck report (nested too deep to read)") from None
-    except OSError as exc:
-        raise UnusableReport(f"{path} cannot be read ({exc.strerror or exc})") from None
+        report = read_json(path, "a gpucheck report")
+    except Unreadable as exc:
+        raise UnusableReport(str(exc)) from None
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise UnusableReport(f"{path} is not a gpucheck report (no \"schema\": \"{SCHEMA}\"; made by --gpucheck-json)")
     verdict = report.get("verdict")

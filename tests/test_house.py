@@ -26,6 +26,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.model": 0,
     "gpucheck.facts": 0,
     "gpucheck.knowledge": 0,
+    "gpucheck.jsonfile": 0,
     "gpucheck.expected": 0,
     # 1: the child-process runner, the log classifier
     "gpucheck.isolation": 1,

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
-from tests import fakelibs
+from conftest import GpucheckRun, make_fake_machine
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "nvml"
 
@@ -32,23 +31,6 @@ def host_report(report: dict[str, Any], host: str, path: Path) -> Path:
     return path
 
 
-def machine(scenario: dict[str, Any], root: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """This test's environment made the machine of ``scenario`` (as conftest's fake_machine, in a folder of
-    its own, so that one test can be several hosts one after the other)."""
-    libdir = root / "lib"
-    libdir.mkdir(parents=True)
-    for name in scenario.get("libraries", []):
-        lib_name, _, lib_version = name.partition("@")
-        fakelibs.build(getattr(fakelibs, lib_name.upper()), libdir, lib_version or scenario.get("driver_version", "550.54.15"), cache)
-    fakelibs.write_scenario(scenario, root / "scenario.cfg")
-    fakelibs.make_host_root(root / "root", scenario.get("host", {}))
-    monkeypatch.setenv("LD_LIBRARY_PATH", str(libdir))
-    monkeypatch.setenv("GPUCHECK_FAKE_SCENARIO", str(root / "scenario.cfg"))
-    monkeypatch.setenv("GPUCHECK_HOST_ROOT", str(root / "root"))
-    for key, value in scenario.get("env", {}).items():
-        monkeypatch.setenv(key, value)
-
-
 @pytest.fixture
 def fleet(
     tmp_path: Path, fake_lib_cache: Path, monkeypatch: pytest.MonkeyPatch, run_gpucheck: Callable[..., GpucheckRun]
@@ -57,7 +39,7 @@ def fleet(
     for i, name in enumerate(["h100-sxm-8gpu-node", "h100-sxm-8gpu-node", "gpu-missing-from-8gpu-node", "driver-not-loaded"]):
         scenario = json.loads((SCENARIOS / f"{name}.json").read_text())
         with monkeypatch.context() as m:
-            machine(scenario, tmp_path / f"machine-{i}", fake_lib_cache, m)
+            make_fake_machine(scenario, tmp_path / f"machine-{i}", fake_lib_cache, m)
             run = run_gpucheck("--gpucheck-framework=none", *scenario.get("args", []))
         out.append(host_report(run.report, f"node-{i + 1:02d}", tmp_path / f"node-{i + 1:02d}.json"))
     return out

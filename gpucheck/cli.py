@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--metric", default="median", choices=("median", "mean", "min", "max"), help="default median")
     compare.add_argument("--storage", default=".benchmarks", metavar="DIR", help="pytest-benchmark's storage, for run ids")
     compare.add_argument("--plot", metavar="FILE.png|FILE.svg", help="also draw the changes (needs matplotlib)")
+    form = compare.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    form.add_argument("--markdown", action="store_true", help="print a Markdown table (a CI job summary)")
     merge = sub.add_parser(
         "merge",
         help="join many hosts' reports (--gpucheck-json) into one table and one JSON",
@@ -66,9 +69,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     merge.add_argument("reports", nargs="*", metavar="REPORT.json", help="the hosts' reports")
     merge.add_argument("--json", metavar="PATH", help="also write the merged JSON to PATH ('-': standard output only)")
-    form = compare.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    form.add_argument("--markdown", action="store_true", help="print a Markdown table (a CI job summary)")
     return parser
 
 
@@ -118,18 +118,18 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         threshold = compare.parse_threshold(args.threshold)
     except ValueError as exc:
-        return _compare_error(str(exc))
+        return _error("gpucheck compare", str(exc), compare.UNUSABLE)
     opts = compare.Options(args.base, args.new, threshold, args.metric, args.storage, args.plot, args.json, args.markdown)
     try:
         return compare.run(opts, sys.stdout)
     except compare.UnusableInput as exc:
-        return _compare_error(str(exc))
+        return _error("gpucheck compare", str(exc), compare.UNUSABLE)
     except BrokenPipeError:
         # The reader went away (`| head`): what it read stands; no traceback for the rest.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return compare.UNUSABLE
     except (OverflowError, RecursionError, MemoryError) as exc:
-        return _compare_error(f"the input cannot be compared ({type(exc).__name__}: {exc})")
+        return _error("gpucheck compare", f"the input cannot be compared ({type(exc).__name__}: {exc})", compare.UNUSABLE)
 
 
 def run_merge(args: argparse.Namespace) -> int:
@@ -159,14 +159,6 @@ def _error(prog: str, sentence: str, status: int) -> int:
 
     sys.stderr.write(f"{prog}: {one_line(sentence)}\n")
     return status
-
-
-def _compare_error(sentence: str) -> int:
-    from gpucheck.compare import UNUSABLE
-    from gpucheck.settings import one_line
-
-    sys.stderr.write(f"gpucheck compare: {one_line(sentence)}\n")
-    return UNUSABLE
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -34,7 +34,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
 from gpucheck.jsonfile import Unreadable, read_json
@@ -573,7 +573,6 @@ class Options:
     plot: str | None = None
     as_json: bool = False
     markdown: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def run(opts: Options, out: TextIO) -> int:

@@ -8,6 +8,7 @@ library only: it reads the reports' JSON (schema ``gpucheck-report/1``), nothing
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
@@ -84,9 +85,7 @@ def read(path: str) -> Host:
 def _gpus(names: list[str]) -> str:
     if not names:
         return "none"
-    counts: dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
+    counts = Counter(names)
     return ", ".join(f"{c}x {n.removeprefix('NVIDIA ')}" for n, c in counts.items())
 
 

@@ -15,7 +15,6 @@ import pytest
 from gpucheck import layers, report
 from gpucheck.decision import Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.facts import BenchmarkRun
 from gpucheck.probes import benchplan
 from gpucheck.protocol import BENCH_PLAN_ENV
 from gpucheck.rules import performance
@@ -136,8 +135,7 @@ def benchmark_question(result: Result, spec: benchplan.Spec) -> Question:
     on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
     if not on_gpu:
         return Question("performance", ids, TENSORFLOW_BROKEN, instead=(), benchmark=spec.name)
-    run = BenchmarkRun(spec.name, spec.kind, spec.param, spec.devices, spec.physical)
-    index = performance.tf_gpu_index(run)
+    index = performance.tf_gpu_index(spec.devices, spec.physical)
     subject = performance.subject_of(result.facts, index) if index is not None and result.facts is not None else None
     return Question(
         "performance", ids, layers.by_name()["performance"].blocked_by_ids, subject=subject, benchmark=spec.name
@@ -236,7 +234,6 @@ class GpucheckSession:
             # Only what is not blocked: a benchmark on a GPU the diagnosis found broken would only hang there.
             wanted = [s for s in self._selected if decide(result, replace(benchmark_question(result, s), ids=())).blocked_by is None]
             specs = _with_companions(wanted, self.benchmark_plan())
-            self.result()
             if specs:
                 timeout = 2 * self.settings.timeout * (len(specs) + 2)
                 self._result = self.diagnosis.measure({BENCH_PLAN_ENV: benchplan.to_env(specs)}, timeout)

@@ -57,11 +57,11 @@ def performance(facts: Facts) -> PerformanceFacts | None:
     return facts.performance.facts if facts.performance is not None else None
 
 
-def tf_gpu_index(run: BenchmarkRun) -> int | None:
-    """The TensorFlow GPU a single-GPU benchmark ran on (``/GPU:1`` -> 1)."""
-    if len(run.devices) != 1 or not run.physical:
+def tf_gpu_index(devices: tuple[str, ...], physical: bool = True) -> int | None:
+    """The TensorFlow GPU a single-GPU benchmark runs on (``("/GPU:1",)`` -> 1)."""
+    if len(devices) != 1 or not physical:
         return None
-    dev = run.devices[0].upper()
+    dev = devices[0].upper()
     if "GPU:" not in dev:
         return None
     tail = dev.rsplit("GPU:", 1)[1]
@@ -92,7 +92,7 @@ def gpu_name(facts: Facts, tf_index: int) -> str | None:
 def expectation(facts: Facts, run: BenchmarkRun) -> Expectation | None:
     """The expected figure for a benchmark on one GPU of a known model, or None (a CPU, an unknown model, a
     benchmark without an expectation: launch latency, conv, matpow, all-reduce)."""
-    index = tf_gpu_index(run)
+    index = tf_gpu_index(run.devices, run.physical)
     if index is None or run.error is not None:
         return None
     exp = expected.expected_for(gpu_name(facts, index))
@@ -135,7 +135,7 @@ def performance_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out.append(_process_failed(facts, pf))
     if pf is None:
         return out
-    below = nvml.nvml_rules(facts, settings)
+    below = _Below(facts, settings)
     for run in pf.benchmarks:
         if run.error is not None:
             out.append(_benchmark_failed(facts, run))
@@ -147,19 +147,33 @@ def performance_rules(facts: Facts, settings: Settings) -> list[Finding]:
     return out
 
 
-def _explaining(findings: list[Finding], subjects: set[str], ids: tuple[str, ...]) -> list[dict[str, Any]]:
+class _Below:
+    """The lower layers' findings that may explain a figure (NVML's rules over the same facts), worked out
+    only when a figure needs explaining."""
+
+    def __init__(self, facts: Facts, settings: Settings) -> None:
+        self._facts, self._settings = facts, settings
+        self._findings: list[Finding] | None = None
+
+    def findings(self) -> list[Finding]:
+        if self._findings is None:
+            self._findings = nvml.nvml_rules(self._facts, self._settings)
+        return self._findings
+
+
+def _explaining(below: _Below, subjects: set[str], ids: tuple[str, ...]) -> list[dict[str, Any]]:
     """The lower-layer findings among ``ids`` about these GPUs (or about several of them: peer access)."""
     return [
         {"id": f.id, "subject": f.subject, "summary": f.summary}
-        for f in findings
+        for f in below.findings()
         if f.id in ids and (f.subject in subjects or (f.subject is None and len(subjects) > 1))
     ]
 
 
 def _underperforming(
-    facts: Facts, run: BenchmarkRun, exp: Expectation, settings: Settings, below: list[Finding]
+    facts: Facts, run: BenchmarkRun, exp: Expectation, settings: Settings, below: _Below
 ) -> Finding:
-    index = tf_gpu_index(run)
+    index = tf_gpu_index(run.devices, run.physical)
     subject = subject_of(facts, index if index is not None else 0)
     on_the_gpu = run.kind != "copy" or run.extra_info.get("direction") == "d2d"
     explained = _explaining(below, {subject}, ON_THE_GPU if on_the_gpu else BETWEEN_DEVICES)
@@ -200,7 +214,7 @@ def _underperforming(
     )
 
 
-def _scaling(facts: Facts, pf: PerformanceFacts, settings: Settings, below: list[Finding]) -> list[Finding]:
+def _scaling(facts: Facts, pf: PerformanceFacts, settings: Settings, below: _Below) -> list[Finding]:
     out = []
     for method in ("towers", "mirrored"):
         runs = [
@@ -265,7 +279,7 @@ def _scaling(facts: Facts, pf: PerformanceFacts, settings: Settings, below: list
 
 
 def _benchmark_failed(facts: Facts, run: BenchmarkRun) -> Finding:
-    index = tf_gpu_index(run)
+    index = tf_gpu_index(run.devices, run.physical)
     return finding(
         "benchmark-failed",
         Severity.DEGRADED,

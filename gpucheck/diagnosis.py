@@ -22,6 +22,7 @@ from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
 from gpucheck.isolation import ChildRunner
 from gpucheck.layers import ChildProbe, PreStart
 from gpucheck.model import RUN_LAYER, Finding, Severity, finding, root_cause, verdict
+from gpucheck.probes.clusterconfig import read_config
 from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
 from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
@@ -135,7 +136,10 @@ class Diagnosis:
                 self._not_run[probe.name] = why
         own = [p for p in self._probes if p.within is None]
         futures = {
-            p.name: _in_daemon_thread(self.runner.run, p.target, settings.timeout, self._child_env(p)) for p in own
+            p.name: _in_daemon_thread(
+                self.runner.run, p.target, p.timeout(settings) if p.timeout else settings.timeout, self._child_env(p)
+            )
+            for p in own
         }
         self._pending = {
             p.field: _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
@@ -150,6 +154,10 @@ class Diagnosis:
             TIMEOUT_ENV: f"{self.settings.timeout:g}",
             DEEP_ENV: "1" if self.settings.deep else "0",
         }
+        if probe.settings_env is not None:
+            env.update(probe.settings_env(self.settings))
+        if probe.timeout is not None:
+            env[TIMEOUT_ENV] = f"{probe.timeout(self.settings):g}"
         if probe is layers.TENSORFLOW_PROBE:
             env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in layers.tf_steps(self.settings))
         return env
@@ -221,6 +229,7 @@ class Diagnosis:
             **outcomes,
             not_run=dict(self._not_run),
             environment=self._environment,
+            cluster_config=read_config(self.settings.cluster, self._environment),
         )
         return self._judge(facts)
 

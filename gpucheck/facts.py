@@ -644,6 +644,128 @@ class PerformanceFacts:
     planned: tuple[str, ...] = ()
 
 
+# --- the cluster layer ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterJob:
+    """One job of a cluster spec: its name (``worker``, ``chief``, ``ps``, ``evaluator``) and its tasks'
+    addresses (``host:port``) by task index."""
+
+    name: str
+    addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """What is wrong with a cluster configuration: where (``TF_CONFIG task.index``, ``SLURM_PROCID``), the
+    value found there (as given, cut short), and the problem in a sentence."""
+
+    key: str
+    value: str | None
+    problem: str
+
+
+@dataclass(frozen=True)
+class ClusterConfigFacts:
+    """The multi-worker configuration of this run, read as TensorFlow's cluster resolvers read it."""
+
+    #: "TF_CONFIG", "slurm", "local", "--gpucheck-cluster" (a spec given there), or None: no cluster.
+    source: str | None
+    #: Whether --gpucheck-cluster asked for the peers to be reached and a collective run.
+    asked: bool
+    #: The configuration as given (the TF_CONFIG text, the spec), cut short.
+    text: str | None = None
+    jobs: tuple[ClusterJob, ...] = ()
+    task_type: str | None = None
+    task_index: int | None = None
+    #: The strategy the cluster is for: "MultiWorkerMirroredStrategy", or "ParameterServerStrategy" with a ps job.
+    strategy: str | None = None
+    #: ``local:N[+ps]``: the workers and parameter servers started on this machine's loopback.
+    local_workers: int = 0
+    local_ps: int = 0
+    problems: tuple[ConfigProblem, ...] = ()
+    #: For Slurm: the node this task runs on (SLURMD_NODENAME), when Slurm says.
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class PeerReach:
+    """Whether one other task of the cluster could be reached from this one."""
+
+    job: str
+    index: int
+    address: str
+    #: "reachable", "dns-failed", "refused", "timeout", "unreachable", "bad-address" or "not tried".
+    state: str
+    resolved: tuple[str, ...] = ()
+    error: str | None = None
+    #: Seconds from the first try until it answered (or until this task stopped waiting).
+    seconds: float | None = None
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class CollectiveRun:
+    """A real collective across the cluster, from one task's side."""
+
+    #: "all-reduce" (MultiWorkerMirroredStrategy over gRPC) or "parameter-server" (the ps/worker smoke test).
+    kind: str
+    replicas: int
+    #: The value every element must have, and what this task got (the first elements).
+    expected: float
+    got: tuple[float, ...]
+    correct: bool
+    #: Median seconds of a tiny all-reduce (16 bytes), and its rounds.
+    latency_s: float | None = None
+    latency_rounds: tuple[float, ...] = ()
+    #: A large all-reduce: its bytes, median seconds, and the algorithm and bus bandwidth (nccl-tests' busbw).
+    bytes: int = 0
+    seconds: float | None = None
+    algbw_gbps: float | None = None
+    busbw_gbps: float | None = None
+    #: The parameter-server smoke test: the devices the variables were placed on, and the workers that ran a step.
+    variable_devices: tuple[str, ...] = ()
+    workers_stepped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """One task of the cluster: this machine's own (TF_CONFIG, Slurm), or one of the ``local:N`` children."""
+
+    job: str
+    index: int
+    address: str
+    #: "free", "taken", "not-local" (the address is not one of this machine's), "bad-address", or "not tried".
+    own_port: str = "not tried"
+    own_port_error: str | None = None
+    #: Who holds the port when it is taken ("pid 1234: python -m http.server 2222"), where /proc says.
+    holder: str | None = None
+    peers: tuple[PeerReach, ...] = ()
+    tensorflow: str | None = None
+    #: The strategy this task joined ("MultiWorkerMirroredStrategy", "ParameterServerStrategy", "Server").
+    strategy: str | None = None
+    #: The last step it reached: "config", "own port", "peers", "strategy", "collective", "done".
+    stage: str = "config"
+    collective: CollectiveRun | None = None
+    #: What TensorFlow raised (its type and message), or why this task stopped waiting.
+    error: str | None = None
+    #: How the process of a ``local:N`` task ended ("ok", "crashed", "timeout"), with its last output lines.
+    exit_status: str | None = None
+    exit_detail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster child found: this task's view (``mode`` "task"), or every ``local:N`` task's ("local")."""
+
+    mode: str
+    tasks: tuple[TaskFacts, ...] = ()
+    #: The seconds each task had for its peers to come up and the collective to finish.
+    wait_s: float | None = None
+    setup_error: str | None = None
+
+
 # --- a probe that ran in a child process ----------------------------------------------
 
 
@@ -691,6 +813,11 @@ class Facts:
     #: The performance layer's benchmarks (--gpucheck-benchmarks): measured after the layers below, in a
     #: TensorFlow process of their own; None when not measured.
     performance: ProbeOutcome[PerformanceFacts] | None = None
+    #: The cluster configuration (TF_CONFIG, Slurm, --gpucheck-cluster), read in-process: None when the
+    #: run did not read one (facts made before the cluster layer existed).
+    cluster_config: ClusterConfigFacts | None = None
+    #: The cluster child (--gpucheck-cluster): peers reached and a collective run; None when not run.
+    cluster: ProbeOutcome[ClusterFacts] | None = None
     #: Child probes not started, and why (``memory-growth``: "no NVIDIA GPU on the PCI bus").
     not_run: dict[str, str] = field(default_factory=dict)
     #: The environment variables the rules weigh (``gpucheck.probes.host.ENVIRONMENT_KEYS``), as this run

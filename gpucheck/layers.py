@@ -8,7 +8,7 @@ class and its field in ``Facts``, a rules module, a check file, its catalog ids,
 
 Blocking is computed over the ``needs`` graph, not a line: a question is blocked only by a broken layer
 that it needs, directly or through others (NVML's memory and health readings need the driver and the
-visibility of the GPUs, not TensorFlow; a collective over gRPC needs the framework).
+visibility of the GPUs, not TensorFlow; a collective over gRPC needs TensorFlow, not the GPUs).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from gpucheck.facts import (
+    ClusterFacts,
     CudaDriverFacts,
     Facts,
     FrameworkFacts,
@@ -29,7 +30,10 @@ from gpucheck.facts import (
     PlacementFacts,
 )
 from gpucheck.model import RUN_LAYER, Finding, Severity, catalog
+from gpucheck.probes.clusterconfig import read_config
+from gpucheck.protocol import CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV
 from gpucheck.rules import (
+    cluster,
     compat,
     devicemap,
     driver,
@@ -66,6 +70,10 @@ class ChildProbe:
     #: When the probe is worth a process: a pure function of what is known before any child starts
     #: (the host's PCI view and the environment). None: always.
     when: Callable[[PreStart], str | None] | None = None
+    #: Its time limit, where it is not --gpucheck-timeout (the cluster child waits for its peers).
+    timeout: Callable[[Settings], float] | None = None
+    #: Variables set for the child from the settings (the cluster spec and the wait).
+    settings_env: Callable[[Settings], dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,9 @@ class Layer:
     blocked_by_ids: tuple[str, ...] = ()
     #: The ``Settings`` switch that asks for it (``benchmarks``): off, the layer is "not checked".
     asked_by: str | None = None
+    #: Whether these settings ask for it, where that is more than one switch (the cluster layer: a set
+    #: TF_CONFIG, or --gpucheck-cluster).
+    asked: Callable[[Settings], bool] | None = None
     #: Its child probe, started only once the diagnosis of every layer below has ended (``Diagnosis.measure``),
     #: so that it times on a machine where no probe of ours still runs.
     after: ChildProbe | None = None
@@ -187,6 +198,40 @@ PERFORMANCE_PROBE = ChildProbe(
 )
 
 
+def _cluster_wanted(pre: PreStart) -> str | None:
+    """The peers and the collective are tried when --gpucheck-cluster asks and the configuration is valid."""
+    config = read_config(pre.settings.cluster, pre.environment)
+    if not config.asked:
+        return "--gpucheck-cluster was not given"
+    if config.problems:
+        return "the cluster configuration is invalid"
+    if pre.settings.framework == "none":
+        return "--gpucheck-framework=none: the collective is TensorFlow's"
+    return None
+
+
+#: TensorFlow's import and its set-up, beyond the wait for the peers (a local:N run's tasks each need it).
+CLUSTER_MARGIN_S = 40.0
+
+
+def _cluster_env(settings: Settings) -> dict[str, str]:
+    return {CLUSTER_SPEC_ENV: settings.cluster or "", CLUSTER_WAIT_ENV: f"{settings.cluster_timeout:g}"}
+
+
+#: The cluster layer's child: its own port, its peers, and a real collective over gRPC (on the CPU: no GPU
+#: memory taken from the other probes, and what it tests is the distributed runtime and the network).
+CLUSTER_PROBE = ChildProbe(
+    "cluster",
+    "gpucheck.probes.cluster:probe_cluster",
+    ClusterFacts,
+    "cluster",
+    (*FRAMEWORK_ENV, ("CUDA_VISIBLE_DEVICES", "")),
+    when=_cluster_wanted,
+    timeout=lambda s: s.cluster_timeout + CLUSTER_MARGIN_S,
+    settings_env=_cluster_env,
+)
+
+
 # --- the registry ------------------------------------------------------------------------------------
 
 #: Bottom-up; the order is the catalog's (a test holds them equal) and breaks ties between root causes.
@@ -238,7 +283,16 @@ LAYERS: tuple[Layer, ...] = (
         asked_by="benchmarks",
         after=PERFORMANCE_PROBE,
     ),
-    Layer("cluster", ("framework",), built=False),
+    # As a whole it needs nothing below it: its configuration needs the environment, its peers the network;
+    # its collective needs TensorFlow itself (the check asks for that), not the GPUs.
+    Layer(
+        "cluster",
+        (),
+        probes=(CLUSTER_PROBE,),
+        rules=(cluster.cluster_rules,),
+        checks=("checks/checks_cluster.py",),
+        asked=lambda s: s.cluster is not None or s.tf_config_set,
+    ),
 )
 
 
@@ -279,6 +333,7 @@ def checked(settings: Settings) -> frozenset[str]:
         if layer.built
         and not (layer.framework and settings.framework == "none")
         and (layer.asked_by is None or bool(getattr(settings, layer.asked_by)))
+        and (layer.asked is None or layer.asked(settings))
     )
 
 
@@ -312,7 +367,7 @@ def check_files(settings: Settings | None = None) -> tuple[str, ...]:
         path
         for layer in LAYERS
         for path in layer.checks
-        if settings is None or layer.asked_by is None or layer.name in checked(settings)
+        if settings is None or (layer.asked_by is None and layer.asked is None) or layer.name in checked(settings)
     )
 
 

@@ -23,7 +23,11 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         # argparse %-formats help texts: a literal "10%" must reach it as "10%%".
         text = f"{opt.help}. Also {opt.env} / ini {opt.ini}.".replace("%", "%%")
-        if opt.switch:
+        if opt.const is not None:
+            group.addoption(
+                opt.flag, dest=opt.dest, default=None, nargs="?", const=opt.const, metavar=opt.metavar, help=text
+            )
+        elif opt.switch:
             group.addoption(opt.flag, dest=opt.dest, default=None, action="store_const", const="true", help=text)
         else:
             group.addoption(opt.flag, dest=opt.dest, default=None, metavar=opt.metavar, help=text)

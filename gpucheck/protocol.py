@@ -89,6 +89,11 @@ DEEP_ENV = "GPUCHECK_DEEP"
 TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
 
 
+#: The cluster child's --gpucheck-cluster value and its wait for the peers (--gpucheck-cluster-timeout).
+CLUSTER_SPEC_ENV = "GPUCHECK_CLUSTER_SPEC"
+CLUSTER_WAIT_ENV = "GPUCHECK_CLUSTER_WAIT"
+
+
 #: The benchmarks the performance child measures (``gpucheck.probes.benchplan``), as JSON.
 BENCH_PLAN_ENV = "GPUCHECK_BENCH_PLAN"
 

@@ -13,7 +13,7 @@ from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts
 from gpucheck.layers import independent_of
 from gpucheck.model import Finding
-from gpucheck.rules import performance
+from gpucheck.rules import cluster, performance
 from gpucheck.rules.devicemap import device_map_lines
 from gpucheck.settings import Settings, one_line, report_target
 
@@ -147,6 +147,8 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
         lead = "also, not caused by the root cause" if independent_of(f, rc) else "also"
         out.append((f"{lead}: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
     out.extend((line, {}) for line in performance_lines(result))
+    if result.facts is not None:
+        out.extend((line, {}) for line in cluster.cluster_summary(result.facts))
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
     return out

@@ -38,6 +38,8 @@ class Option:
     metavar: str = "VALUE"
     #: A switch: ``--gpucheck-X`` alone on the command line, a yes/no value in the environment or ini file.
     switch: bool = False
+    #: An option whose value may be left out: ``--gpucheck-X`` alone means this value (``--gpucheck-cluster``).
+    const: str | None = None
 
     @property
     def flag(self) -> str:
@@ -299,6 +301,36 @@ def parse_gpu_count(text: str) -> int:
     return value
 
 
+#: The most tasks ``--gpucheck-cluster=local:N`` starts (each a TensorFlow process on this machine).
+MAX_LOCAL_WORKERS = 8
+_LOCAL_CLUSTER = re.compile(r"^local:(\d+)(\+ps)?$")
+
+
+def parse_cluster(text: str) -> str | None:
+    """The ``--gpucheck-cluster`` value: ``auto`` (the option alone, or yes/true/1/on: TF_CONFIG, else the
+    Slurm step), ``tf_config``, ``slurm``, ``local:N`` / ``local:N+ps`` (N workers, and a chief and a ps,
+    on this machine's loopback), or a TF_CONFIG JSON document; None for no/false/0/off."""
+    t = text.strip()
+    low = t.lower()
+    if low in _NO:
+        return None
+    if low in (*_YES, "auto"):
+        return "auto"
+    if low in ("tf_config", "slurm"):
+        return low
+    m = _LOCAL_CLUSTER.match(low)
+    if m:
+        if not 1 <= int(m.group(1)) <= MAX_LOCAL_WORKERS:
+            raise ValueError(f"local:N must start 1 to {MAX_LOCAL_WORKERS} workers")
+        return low
+    if t.startswith("{"):
+        return t
+    raise ValueError(
+        "must be auto, tf_config, slurm, local:N or local:N+ps (N workers on this machine's loopback), "
+        "or a TF_CONFIG JSON document"
+    )
+
+
 OPTIONS: tuple[Option, ...] = (
     Option(
         "timeout",
@@ -365,6 +397,25 @@ OPTIONS: tuple[Option, ...] = (
         "scaling-inefficient (default 60%)",
         "SHARE",
     ),
+    Option(
+        "cluster",
+        parse_cluster,
+        None,
+        "also check the multi-worker cluster this task belongs to (the cluster layer): TF_CONFIG, or the Slurm "
+        "step, or SPEC (local:N[+ps]: N workers and a ps on this machine's loopback; tf_config; slurm; a "
+        "TF_CONFIG JSON document): its configuration, its peers reached, and a real all-reduce over gRPC "
+        "(or the ps/worker smoke test). A set TF_CONFIG is validated on every run",
+        "SPEC",
+        const="auto",
+    ),
+    Option(
+        "cluster-timeout",
+        parse_seconds,
+        "60",
+        "seconds every peer of the cluster has to come up (each node starts its check when it starts) and the "
+        "collective to finish (default 60)",
+        "SECONDS",
+    ),
 )
 
 
@@ -384,6 +435,11 @@ class Settings:
     #: The share of an expected figure a GPU must reach, and the multi-GPU scaling efficiency it must keep.
     min_share: float = 0.5
     min_scaling: float = 0.6
+    #: --gpucheck-cluster (``gpucheck.settings.parse_cluster``): None when not asked.
+    cluster: str | None = None
+    cluster_timeout: float = 60.0
+    #: Whether TF_CONFIG is set in the environment: its configuration is validated even without --gpucheck-cluster.
+    tf_config_set: bool = False
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -409,7 +465,7 @@ def resolve(
         except ValueError as exc:
             raise SettingError(f"{opt.flag} {exc} (got {raw!r} from {origin})") from None
         sources.append((opt.name, origin))
-    return Settings(**values, sources=tuple(sources))
+    return Settings(**values, tf_config_set="TF_CONFIG" in env, sources=tuple(sources))
 
 
 def _raw(cli: Lookup, ini: Lookup, opt: Option, env: Mapping[str, str], ini_origin: str) -> tuple[str | None, str]:

@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 
 from gpucheck.facts import DeviceNode, HardwareFacts, KernelFacts, PciDevice
+from gpucheck.probes.clusterconfig import CLUSTER_ENVIRONMENT_KEYS
 
 NVIDIA_VENDOR = "0x10de"
 #: PCI base class 0x03: display controller (VGA 0x0300, 3D 0x0302).
@@ -32,6 +33,7 @@ ENVIRONMENT_KEYS = (
     "TF_GPU_ALLOCATOR",
     "TF_FORCE_GPU_ALLOW_GROWTH",
     "XLA_FLAGS",
+    *CLUSTER_ENVIRONMENT_KEYS,
 )
 
 

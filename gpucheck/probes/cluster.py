@@ -1,0 +1,566 @@
+"""The cluster child (``--gpucheck-cluster``): this task's port, its peers, and a real collective over gRPC.
+
+Each node of a job runs the same ``pytest --gpucheck --gpucheck-cluster``; this child is that node's task.
+In order, every step bounded by the wait (``--gpucheck-cluster-timeout``), so that a peer that never
+comes is a finding, not a hang:
+
+1. **Its own address**: the address the configuration gives this task must be one of this machine's, and
+   its port free to bind (else who holds it, from ``/proc``).
+2. **TensorFlow**, in a thread: ``MultiWorkerMirroredStrategy`` (which starts this task's gRPC server and
+   then waits for every task to join its coordination service), or for a cluster with a ps job the
+   ``ParameterServerStrategy`` coordinator on the chief and a ``tf.distribute.Server`` on each worker and ps.
+3. **The peers**, meanwhile: each peer's name resolved and its port connected to, again and again until it
+   answers or the wait runs out (the peers start when their nodes do): DNS failure, refused, timeout.
+4. **The collective**: an all-reduce of known values (each replica adds ``replica id + 1``), its result
+   checked, then its latency (16 bytes) and bandwidth (4 MiB; busbw as nccl-tests computes it); or the
+   ps/worker smoke test: a variable on the ps, steps scheduled on the workers, an op run on each worker.
+   A worker or ps of such a cluster serves until the chief has come and gone.
+
+The collective runs on the CPU devices (``CUDA_VISIBLE_DEVICES`` is emptied for this child): it tests the
+distributed runtime and the network between the tasks, not NCCL, and takes no GPU memory from the other
+probes. ``local:N[+ps]`` starts N workers (a chief and a ps besides) as children of this one on
+loopback ports, each running this same probe, and reports every task.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from gpucheck.facts import (
+    ClusterConfigFacts,
+    ClusterFacts,
+    ClusterJob,
+    CollectiveRun,
+    PeerReach,
+    TaskFacts,
+    from_json,
+    to_json,
+)
+from gpucheck.isolation import ChildRunner
+from gpucheck.probes.clusterconfig import MWMS, PSS, own_address, read_config, split_address, tf_config_for
+from gpucheck.protocol import CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV, TIMEOUT_ENV, Checkpoint, stage
+
+#: How often a peer that refused is tried again, and the longest one connect or DNS lookup may take.
+RETRY_S = 0.25
+CONNECT_S = 2.0
+DNS_S = 5.0
+#: The all-reduces: a tiny one for latency, a large one for bandwidth (float32 elements), and their rounds.
+SMALL_ELEMENTS = 4
+LARGE_ELEMENTS = 1 << 20
+LATENCY_ROUNDS = 20
+BANDWIDTH_ROUNDS = 5
+#: What a local:N task gets beyond the wait: TensorFlow's import and set-up.
+LOCAL_MARGIN_S = 30.0
+PROBE_TARGET = "gpucheck.probes.cluster:probe_cluster"
+
+
+def wait_from_env() -> float:
+    try:
+        value = float(os.environ.get(CLUSTER_WAIT_ENV, ""))
+    except ValueError:
+        return 60.0
+    return value if value > 0 else 60.0
+
+
+def probe_cluster() -> Iterator[Checkpoint]:
+    wait = wait_from_env()
+    config = read_config(os.environ.get(CLUSTER_SPEC_ENV) or None, os.environ)
+    if config.problems:
+        yield Checkpoint(to_json(ClusterFacts("task", wait_s=wait, setup_error="the cluster configuration is invalid")))
+        return
+    if config.source == "local":
+        yield from _local(config, wait)
+        return
+    for task, budget in run_task(config, wait):
+        yield Checkpoint(to_json(ClusterFacts("task", (task,), wait)), budget)
+
+
+# --- one task -------------------------------------------------------------------------------------------
+
+
+def _error_text(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:600]}"
+
+
+def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFacts, float | None]]:
+    """This machine's task: its facts after each step, with the time the next step may take.
+
+    The peers are reached before TensorFlow starts, with a plain listener on this task's port meanwhile
+    (so that the peers reaching this task find it): ``MultiWorkerMirroredStrategy`` holds the GIL while it
+    waits for the other tasks, so nothing of this process runs until they have all joined. A task that
+    answers but never joins is therefore stopped by the parent at the child's timeout; the facts written
+    before (stage "strategy") say where it stood."""
+    start = time.monotonic()
+    deadline = start + wait
+    address = own_address(config) or ""
+    job, index = config.task_type or "", config.task_index if config.task_index is not None else -1
+    task = TaskFacts(job, index, address, stage="own port")
+    stage("own port")
+    state, err, holder = check_own_port(address)
+    task = replace(task, own_port=state, own_port_error=err, holder=holder)
+    yield task, max(deadline - time.monotonic(), 1.0)
+    if state != "free":
+        return
+    stage("peers")
+    with _listening(address):
+        peers = reach_all(_peers(config), deadline)
+    task = replace(task, peers=peers, stage="peers")
+    role = _role(config)
+    if role == "evaluator" or any(p.state != "reachable" for p in peers):
+        if role == "evaluator":
+            task = replace(task, stage="done", error="an evaluator takes no part in the collective")
+        yield task, None
+        return
+    yield replace(task, stage="strategy"), None
+    stage("strategy")
+    try:
+        tf_version, strategy = _start_tensorflow(config, role, deadline)
+    except Exception as exc:  # noqa: BLE001 - what TensorFlow raised is the fact
+        yield replace(task, stage="strategy", error=_error_text(exc)), None
+        return
+    task = replace(task, tensorflow=tf_version, strategy=_strategy_name(role), stage="collective")
+    yield task, None
+    stage("collective")
+    try:
+        run = _role_work(role, strategy, config, deadline)
+    except Exception as exc:  # noqa: BLE001
+        yield replace(task, error=_error_text(exc)), None
+        return
+    yield replace(task, stage="done", collective=run), None
+
+
+class _listening:
+    """A plain listener on this task's port while the peers are reached (the kernel completes their
+    connections from the backlog; nothing is read)."""
+
+    def __init__(self, address: str) -> None:
+        self._sock: socket.socket | None = None
+        parsed = split_address(address)
+        if isinstance(parsed, str):
+            return
+        try:
+            s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("::", parsed[1]))
+        except OSError:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("0.0.0.0", parsed[1]))
+            except OSError:
+                s.close()
+                return
+        s.listen(128)
+        self._sock = s
+
+    def __enter__(self) -> _listening:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._sock is not None:
+            self._sock.close()
+
+
+def _role(config: ClusterConfigFacts) -> str:
+    if config.task_type == "evaluator":
+        return "evaluator"
+    if config.strategy == PSS:
+        return "coordinator" if config.task_type == "chief" else "server"
+    return "collective"
+
+
+def _strategy_name(role: str) -> str:
+    return {"coordinator": PSS, "server": "tf.distribute.Server", "collective": MWMS}.get(role, role)
+
+
+def _work_name(role: str) -> str:
+    return {
+        "coordinator": "parameter-server smoke test",
+        "server": "wait for the chief",
+        "collective": "all-reduce",
+    }.get(role, role)
+
+
+def _peers(config: ClusterConfigFacts) -> list[tuple[str, int, str]]:
+    me = (config.task_type, config.task_index)
+    return [
+        (job.name, i, address)
+        for job in config.jobs
+        if job.name != "evaluator"
+        for i, address in enumerate(job.addresses)
+        if (job.name, i) != me
+    ]
+
+
+# --- this task's address --------------------------------------------------------------------------------
+
+
+def _resolve(host: str, port: int, limit: float) -> list[str] | str:
+    """The addresses ``host`` resolves to, or why not (getaddrinfo has no timeout of its own: a thread)."""
+    box: dict[str, Any] = {}
+
+    def lookup() -> None:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            box["ips"] = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        except OSError as exc:
+            box["error"] = f"{host} does not resolve ({exc.strerror or exc})"
+
+    t = threading.Thread(target=lookup, daemon=True)
+    t.start()
+    t.join(max(limit, 0.1))
+    if t.is_alive():
+        return f"{host} did not resolve within {limit:g} s (no answer from DNS)"
+    return box.get("ips") or box.get("error") or f"{host} resolves to no address"
+
+
+def check_own_port(address: str) -> tuple[str, str | None, str | None]:
+    """("free" | "taken" | "not-local" | "bad-address", why, who holds the port)."""
+    parsed = split_address(address)
+    if isinstance(parsed, str):
+        return "bad-address", f"this task's address {address!r} is not host:port: {parsed}", None
+    host, port = parsed
+    ips = _resolve(host, port, DNS_S)
+    if isinstance(ips, str):
+        return "bad-address", f"this task's address {address}: {ips}", None
+    if not any(_is_local(ip) for ip in ips):
+        return (
+            "not-local",
+            f"this task's address {address} resolves to {', '.join(ips)}, which is not an address of this machine: "
+            "the task index (or the cluster spec) names another machine, so the other tasks would connect there",
+            None,
+        )
+    for family, any_addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                s.bind((any_addr, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                holder = port_holder(port)
+                return (
+                    "taken",
+                    f"port {port} of this task's address {address} is already in use"
+                    + (f" by {holder}" if holder else "")
+                    + ": TensorFlow's gRPC server cannot listen there",
+                    holder,
+                )
+            if exc.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+                continue  # no IPv6 on this machine
+            return "taken", f"port {port} of this task's address {address} cannot be bound ({exc.strerror})", None
+    return "free", None, None
+
+
+def _is_local(ip: str) -> bool:
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.bind((ip, 0))
+    except OSError:
+        return False
+    return True
+
+
+def port_holder(port: int) -> str | None:
+    """The process listening on TCP ``port``, from /proc/net/tcp{,6} and the processes' descriptors."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii", errors="replace") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[-1], 16) == port:
+                inodes.add(cols[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{i}]" for i in inodes}
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    return f"pid {pid} ({_cmdline(pid)})"
+            except OSError:
+                continue
+    return "a process this user cannot see"
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            text = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return "?"
+    return " ".join(text.split())[:160] or "?"
+
+
+# --- the peers -----------------------------------------------------------------------------------------
+
+
+def reach_all(peers: list[tuple[str, int, str]], deadline: float) -> tuple[PeerReach, ...]:
+    if not peers:
+        return ()
+    with ThreadPoolExecutor(max_workers=min(32, len(peers))) as pool:
+        return tuple(pool.map(lambda p: reach(p[0], p[1], p[2], deadline), peers))
+
+
+def reach(job: str, index: int, address: str, deadline: float) -> PeerReach:
+    """Connect to a peer's port until it answers or ``deadline`` passes: it may not have started yet."""
+    start = time.monotonic()
+    parsed = split_address(address)
+    if isinstance(parsed, str):
+        return PeerReach(job, index, address, "bad-address", error=parsed)
+    host, port = parsed
+    ips = _resolve(host, port, min(DNS_S, max(deadline - start, 0.5)))
+    if isinstance(ips, str):
+        return PeerReach(job, index, address, "dns-failed", error=ips, seconds=time.monotonic() - start, attempts=1)
+    state, error, attempts = "not tried", None, 0
+    while True:
+        for ip in ips:
+            attempts += 1
+            left = deadline - time.monotonic()
+            family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+            try:
+                with socket.socket(family, socket.SOCK_STREAM) as s:
+                    s.settimeout(max(min(CONNECT_S, left), 0.2))
+                    s.connect((ip, port))
+                return PeerReach(job, index, address, "reachable", tuple(ips), None, time.monotonic() - start, attempts)
+            except ConnectionRefusedError:
+                state, error = "refused", f"{ip}:{port} refused the connection: nothing listens there"
+            except TimeoutError:
+                state, error = "timeout", f"{ip}:{port} did not answer (a firewall dropping the packets, or the host down)"
+            except OSError as exc:
+                state, error = "unreachable", f"{ip}:{port}: {exc.strerror or exc} (no route to that host)"
+        if time.monotonic() + RETRY_S >= deadline:
+            waited = time.monotonic() - start
+            return PeerReach(job, index, address, state, tuple(ips), f"{error}, for {waited:.0f} s", waited, attempts)
+        time.sleep(RETRY_S)
+
+
+# --- TensorFlow ----------------------------------------------------------------------------------------
+
+
+def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) -> tuple[str, Any]:
+    """Import TensorFlow and join the cluster as ``role``: (TensorFlow's version, the strategy or server)."""
+    # Read as TensorFlow reads it: TF_CONFIG through TFConfigClusterResolver (the cluster of a Slurm step or
+    # of --gpucheck-cluster=JSON is handed over as a TF_CONFIG).
+    os.environ["TF_CONFIG"] = tf_config_for(config.jobs, config.task_type or "", config.task_index or 0)
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if role == "collective":
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING,
+            timeout_seconds=max(deadline - time.monotonic(), 1.0),
+        )
+        strategy: Any = tf.distribute.MultiWorkerMirroredStrategy(
+            cluster_resolver=resolver, communication_options=options
+        )
+    elif role == "coordinator":
+        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    else:
+        strategy = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=config.task_type,
+            task_index=config.task_index,
+            protocol=resolver.rpc_layer or "grpc",
+            start=True,
+        )
+    return str(tf.__version__), strategy
+
+
+def _role_work(role: str, strategy: Any, config: ClusterConfigFacts, deadline: float) -> CollectiveRun | None:
+    if role == "collective":
+        return all_reduce(strategy)
+    if role == "coordinator":
+        return parameter_server_smoke_test(strategy, config)
+    _serve_until_chief_done(config, deadline)
+    return None
+
+
+def all_reduce(strategy: Any) -> CollectiveRun:
+    """Each replica contributes ``replica id + 1``: every element of the sum is n(n+1)/2."""
+    import tensorflow as tf
+
+    n = int(strategy.num_replicas_in_sync)
+
+    def program(elements: int) -> Callable[[], Any]:
+        def step() -> Any:
+            ctx = tf.distribute.get_replica_context()
+            value = tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32)
+            return ctx.all_reduce("sum", tf.fill([elements], value))
+
+        fn = tf.function(lambda: strategy.run(step))
+        return lambda: strategy.experimental_local_results(fn())[0].numpy()
+
+    expected = n * (n + 1) / 2
+    small = program(SMALL_ELEMENTS)
+    first = small()
+    got = tuple(float(x) for x in first[:SMALL_ELEMENTS])
+    correct = all(x == expected for x in got)
+    if not correct:
+        return CollectiveRun("all-reduce", n, expected, got, False)
+    lat = _rounds(small, LATENCY_ROUNDS)
+    large = program(LARGE_ELEMENTS)
+    out = large()
+    correct = bool((out == expected).all())
+    big = _rounds(large, BANDWIDTH_ROUNDS)
+    nbytes = LARGE_ELEMENTS * 4
+    seconds = statistics.median(big)
+    algbw = nbytes / seconds / 1e9
+    return CollectiveRun(
+        "all-reduce",
+        n,
+        expected,
+        got if correct else tuple(float(x) for x in out[:SMALL_ELEMENTS]),
+        correct,
+        latency_s=statistics.median(lat),
+        latency_rounds=tuple(lat),
+        bytes=nbytes,
+        seconds=seconds,
+        algbw_gbps=algbw,
+        busbw_gbps=algbw * 2 * (n - 1) / n if n > 1 else algbw,
+    )
+
+
+def _rounds(fn: Callable[[], Any], count: int) -> list[float]:
+    out = []
+    for _ in range(count):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def parameter_server_smoke_test(strategy: Any, config: ClusterConfigFacts) -> CollectiveRun:
+    """The ps/worker example of distributed TensorFlow: a variable on the ps, two steps per worker scheduled
+    by the coordinator, then an op run on each worker directly (the coordinator may give every step to one)."""
+    import tensorflow as tf
+
+    workers = next((len(j.addresses) for j in config.jobs if j.name == "worker"), 0)
+    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        total = tf.Variable(0.0)
+
+    @tf.function  # type: ignore[untyped-decorator]
+    def step() -> Any:
+        total.assign_add(1.0)
+        return tf.constant(1.0)
+
+    steps = 2 * workers
+    for _ in range(steps):
+        coordinator.schedule(step)
+    coordinator.join()
+    stepped = []
+    for i in range(workers):
+        with tf.device(f"/job:worker/replica:0/task:{i}/device:CPU:0"):
+            if float((tf.constant(float(i + 1)) * 2.0).numpy()) == 2.0 * (i + 1):
+                stepped.append(f"worker:{i}")
+    value = float(total.numpy())
+    return CollectiveRun(
+        "parameter-server",
+        workers,
+        float(steps),
+        (value,),
+        value == steps and len(stepped) == workers,
+        variable_devices=(str(total.device),),
+        workers_stepped=tuple(stepped),
+    )
+
+
+def _serve_until_chief_done(config: ClusterConfigFacts, deadline: float) -> None:
+    """A worker or ps of a parameter-server cluster serves the chief; done once the chief has come and gone
+    (its port closes when its process ends)."""
+    chief = next((j.addresses[0] for j in config.jobs if j.name == "chief" and j.addresses), None)
+    parsed = split_address(chief) if chief else "no chief"
+    if isinstance(parsed, str):
+        return
+    seen = False
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(parsed, timeout=CONNECT_S):
+                seen = True
+        except OSError:
+            if seen:
+                return
+        time.sleep(RETRY_S)
+    raise TimeoutError("the chief did not come and finish within the wait" if not seen else "the chief did not finish within the wait")
+
+
+# --- local:N --------------------------------------------------------------------------------------------
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out now (held together so that they differ, then released)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def local_jobs(workers: int, ps: int) -> tuple[ClusterJob, ...]:
+    chief = 1 if ps else 0
+    ports = free_ports(chief + workers + ps)
+    addr = [f"127.0.0.1:{p}" for p in ports]
+    jobs = []
+    if chief:
+        jobs.append(ClusterJob("chief", (addr[0],)))
+    jobs.append(ClusterJob("worker", tuple(addr[chief : chief + workers])))
+    if ps:
+        jobs.append(ClusterJob("ps", tuple(addr[chief + workers :])))
+    return tuple(jobs)
+
+
+def _local(config: ClusterConfigFacts, wait: float) -> Iterator[Checkpoint]:
+    jobs = local_jobs(config.local_workers, config.local_ps)
+    tasks = [(j.name, i, a) for j in jobs for i, a in enumerate(j.addresses)]
+    pending = tuple(TaskFacts(name, i, a, stage="starting") for name, i, a in tasks)
+    yield Checkpoint(to_json(ClusterFacts("local", pending, wait)), wait + LOCAL_MARGIN_S + 5.0)
+    runner = ChildRunner()
+
+    def one(task: tuple[str, int, str]) -> TaskFacts:
+        name, i, address = task
+        env = {
+            "TF_CONFIG": tf_config_for(jobs, name, i),
+            CLUSTER_SPEC_ENV: "tf_config",
+            CLUSTER_WAIT_ENV: f"{wait:g}",
+            TIMEOUT_ENV: f"{wait + LOCAL_MARGIN_S:g}",
+            "CUDA_VISIBLE_DEVICES": "",
+        }
+        exit_, data = runner.run(PROBE_TARGET, wait + LOCAL_MARGIN_S, env)
+        found = data.get("tasks") if isinstance(data, dict) else None
+        facts = from_json(TaskFacts, found[0]) if isinstance(found, list) and found else TaskFacts(name, i, address)
+        return replace(facts, exit_status=exit_.status, exit_detail=tuple(exit_.stderr_tail[-12:]))
+
+    with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+        done = tuple(pool.map(one, tasks))
+    yield Checkpoint(to_json(ClusterFacts("local", done, wait)))

@@ -112,8 +112,17 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
     if state != "free":
         return
     stage("peers")
-    with _listening(address):
-        peers = reach_all(_peers(config), deadline)
+    listener = _Listener(address)
+    try:
+        others = _peers(config)
+        peers = reach_all(others, deadline, HELLO + f"{job}:{index}\n".encode())
+        # Every peer must reach this task too before TensorFlow starts here (a firewall may let connections
+        # out and not in); and once it has, no peer still waits on this task's plain listener.
+        if all(p.state == "reachable" for p in peers):
+            missing = listener.wait_for({f"{j}:{i}" for j, i, _a in others}, deadline)
+            peers = tuple(_one_way(p, wait) if f"{p.job}:{p.index}" in missing else p for p in peers)
+    finally:
+        listener.close()
     task = replace(task, peers=peers, stage="peers")
     role = _role(config)
     if role == "evaluator" or any(p.state != "reachable" for p in peers):
@@ -139,37 +148,70 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
     yield replace(task, stage="done", collective=run), None
 
 
-class _listening:
-    """A plain listener on this task's port while the peers are reached (the kernel completes their
-    connections from the backlog; nothing is read)."""
+#: What a task sends each peer it reaches, so that the peer knows it has been seen.
+HELLO = b"gpucheck-peer "
+
+
+class _Listener:
+    """A plain listener on this task's port while the peers are reached: it records which peers reached
+    this task (their hello), and closes every other connection at once, so that a peer whose TensorFlow
+    has already started and connects with gRPC is refused and retries, rather than waiting on a socket
+    that never answers its handshake."""
 
     def __init__(self, address: str) -> None:
-        self._sock: socket.socket | None = None
-        parsed = split_address(address)
-        if isinstance(parsed, str):
-            return
-        try:
-            s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("::", parsed[1]))
-        except OSError:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.heard: set[str] = set()
+        self._stop = threading.Event()
+        self._sock = _bind_listener(address)
+        if self._sock is not None:
+            self._sock.settimeout(0.2)
+            threading.Thread(target=self._serve, name="gpucheck-cluster-listener", daemon=True).start()
+
+    def _serve(self) -> None:
+        assert self._sock is not None
+        while not self._stop.is_set():
             try:
-                s.bind(("0.0.0.0", parsed[1]))
+                conn, _addr = self._sock.accept()
+            except TimeoutError:
+                continue
             except OSError:
-                s.close()
                 return
-        s.listen(128)
-        self._sock = s
+            with conn:
+                conn.settimeout(1.0)
+                try:
+                    data = conn.recv(128)
+                except OSError:
+                    continue
+            if data.startswith(HELLO):
+                self.heard.add(data[len(HELLO) :].decode("ascii", "replace").strip())
 
-    def __enter__(self) -> _listening:
-        return self
+    def wait_for(self, names: set[str], deadline: float) -> set[str]:
+        """The peers that have not reached this task by ``deadline``."""
+        while not names <= self.heard and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return names - self.heard
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        self._stop.set()
         if self._sock is not None:
             self._sock.close()
+
+
+def _bind_listener(address: str) -> socket.socket | None:
+    parsed = split_address(address)
+    if isinstance(parsed, str):
+        return None
+    for family, any_addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((any_addr, parsed[1]))
+            s.listen(128)
+            return s
+        except OSError:
+            s.close()
+    return None
 
 
 def _role(config: ClusterConfigFacts) -> str:
@@ -320,14 +362,24 @@ def _cmdline(pid: str) -> str:
 # --- the peers -----------------------------------------------------------------------------------------
 
 
-def reach_all(peers: list[tuple[str, int, str]], deadline: float) -> tuple[PeerReach, ...]:
+def reach_all(peers: list[tuple[str, int, str]], deadline: float, hello: bytes = b"") -> tuple[PeerReach, ...]:
     if not peers:
         return ()
     with ThreadPoolExecutor(max_workers=min(32, len(peers))) as pool:
-        return tuple(pool.map(lambda p: reach(p[0], p[1], p[2], deadline), peers))
+        return tuple(pool.map(lambda p: reach(p[0], p[1], p[2], deadline, hello), peers))
 
 
-def reach(job: str, index: int, address: str, deadline: float) -> PeerReach:
+def _one_way(p: PeerReach, wait: float) -> PeerReach:
+    return replace(
+        p,
+        state="no-inbound",
+        error=f"this task reached {p.address}, but {p.job}:{p.index} never reached this task within the {wait:g} s "
+        "wait: connections get out of this machine but not in (a firewall, a security group), or that task "
+        "was given another address for this one",
+    )
+
+
+def reach(job: str, index: int, address: str, deadline: float, hello: bytes = b"") -> PeerReach:
     """Connect to a peer's port until it answers or ``deadline`` passes: it may not have started yet."""
     start = time.monotonic()
     parsed = split_address(address)
@@ -347,6 +399,11 @@ def reach(job: str, index: int, address: str, deadline: float) -> PeerReach:
                 with socket.socket(family, socket.SOCK_STREAM) as s:
                     s.settimeout(max(min(CONNECT_S, left), 0.2))
                     s.connect((ip, port))
+                    if hello:
+                        try:
+                            s.sendall(hello)
+                        except OSError:
+                            pass  # it answered: reached; a server that drops the hello at once is fine
                 return PeerReach(job, index, address, "reachable", tuple(ips), None, time.monotonic() - start, attempts)
             except ConnectionRefusedError:
                 state, error = "refused", f"{ip}:{port} refused the connection: nothing listens there"

@@ -121,6 +121,7 @@ _STATE_WORDS = {
     "timeout": "its host did not answer (packets dropped: a firewall, a security group, or the host down)",
     "unreachable": "there is no route to its host",
     "bad-address": "its address is not host:port",
+    "no-inbound": "this task reached it, but it never reached this task",
 }
 
 _REMEDY = {
@@ -131,6 +132,8 @@ _REMEDY = {
     "that the host is up.",
     "unreachable": "Check the network between the nodes (routes, interfaces, VPN).",
     "bad-address": "Write each address as host:port.",
+    "no-inbound": "Open this task's port to the other nodes (inbound firewall rule, security group, "
+    "NetworkPolicy), and give every node the same cluster spec.",
 }
 
 

@@ -211,7 +211,7 @@ def _cluster_wanted(pre: PreStart) -> str | None:
 
 
 #: TensorFlow's import and its set-up, beyond the wait for the peers (a local:N run's tasks each need it).
-CLUSTER_MARGIN_S = 40.0
+CLUSTER_MARGIN_S = 25.0
 
 
 def _cluster_env(settings: Settings) -> dict[str, str]:

@@ -59,7 +59,7 @@ LARGE_ELEMENTS = 1 << 20
 LATENCY_ROUNDS = 20
 BANDWIDTH_ROUNDS = 5
 #: What a local:N task gets beyond the wait: TensorFlow's import and set-up.
-LOCAL_MARGIN_S = 30.0
+LOCAL_MARGIN_S = 20.0
 PROBE_TARGET = "gpucheck.probes.cluster:probe_cluster"
 
 
@@ -115,12 +115,14 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
     listener = _Listener(address)
     try:
         others = _peers(config)
-        peers = reach_all(others, deadline, HELLO + f"{job}:{index}\n".encode())
+        # The hello names this task by its address: a peer whose cluster spec gives this task another place
+        # still knows it (and the collective, not the reach, then says what is wrong).
+        peers = reach_all(others, deadline, HELLO + address.encode("utf-8", "replace") + b"\n")
         # Every peer must reach this task too before TensorFlow starts here (a firewall may let connections
         # out and not in); and once it has, no peer still waits on this task's plain listener.
         if all(p.state == "reachable" for p in peers):
-            missing = listener.wait_for({f"{j}:{i}" for j, i, _a in others}, deadline)
-            peers = tuple(_one_way(p, wait) if f"{p.job}:{p.index}" in missing else p for p in peers)
+            missing = listener.wait_for({a for _j, _i, a in others}, deadline)
+            peers = tuple(_one_way(p, wait) if p.address in missing else p for p in peers)
     finally:
         listener.close()
     task = replace(task, peers=peers, stage="peers")
@@ -374,8 +376,8 @@ def _one_way(p: PeerReach, wait: float) -> PeerReach:
         p,
         state="no-inbound",
         error=f"this task reached {p.address}, but {p.job}:{p.index} never reached this task within the {wait:g} s "
-        "wait: connections get out of this machine but not in (a firewall, a security group), or that task "
-        "was given another address for this one",
+        "wait: connections get out of this machine but not in (a firewall, a security group), that task "
+        "was given another address for this one, or what answers there is not a task of this cluster",
     )
 
 

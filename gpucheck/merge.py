@@ -36,6 +36,9 @@ class Host:
     driver: str | None
     tensorflow: str | None
     complete: bool
+    #: Key figures where the run measured them: the cluster's all-reduce (``allreduce_latency_ms``,
+    #: ``allreduce_busbw_gbps``, this host's task), the best matmul (``matmul_tflops``, and its device).
+    figures: dict[str, Any]
 
 
 def _dig(data: Any, *path: str) -> Any:
@@ -79,7 +82,43 @@ def read(path: str) -> Host:
         driver=str(driver) if driver else None,
         tensorflow=_dig(facts, "framework", "facts", "version"),
         complete=bool(report.get("complete", True)),
+        figures=_figures(facts),
     )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _figures(facts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    tasks = _dig(facts, "cluster", "facts", "tasks") or []
+    runs = [_dig(t, "collective") for t in tasks if isinstance(t, dict)]
+    run = next((r for r in runs if isinstance(r, dict) and r.get("kind") == "all-reduce" and r.get("correct")), None)
+    if run is not None:
+        latency, busbw = _number(run.get("latency_s")), _number(run.get("busbw_gbps"))
+        if latency is not None:
+            out["allreduce_latency_ms"] = round(latency * 1e3, 3)
+        if busbw is not None:
+            out["allreduce_busbw_gbps"] = round(busbw, 3)
+    best: tuple[float, str] | None = None
+    for b in _dig(facts, "performance", "facts", "benchmarks") or []:
+        tflops = _number(_dig(b, "extra_info", "tflops")) if isinstance(b, dict) and b.get("kind") == "matmul" else None
+        if tflops is not None and (best is None or tflops > best[0]):
+            best = (tflops, str(_dig(b, "extra_info", "device") or ""))
+    if best is not None:
+        out["matmul_tflops"], out["matmul_device"] = round(best[0], 3), best[1]
+    return out
+
+
+def figures_text(figures: dict[str, Any]) -> str:
+    parts = []
+    if "allreduce_latency_ms" in figures:
+        bw = figures.get("allreduce_busbw_gbps")
+        parts.append(f"all-reduce {figures['allreduce_latency_ms']:.3g} ms" + (f", {bw:.3g} GB/s" if bw is not None else ""))
+    if "matmul_tflops" in figures:
+        parts.append(f"matmul {figures['matmul_tflops']:.3g} TFLOP/s ({figures.get('matmul_device') or '?'})")
+    return "; ".join(parts) or "-"
 
 
 def _gpus(names: list[str]) -> str:
@@ -112,10 +151,10 @@ def exit_status(hosts: Sequence[Host]) -> int:
 def text_report(hosts: Sequence[Host], out: TextIO) -> None:
     rows = [
         [h.host, h.verdict + ("" if h.complete else " (incomplete)"), h.root_cause or ", ".join(h.also) or "-",
-         _gpus(h.gpus), h.driver or "-", h.tensorflow or "-"]
+         _gpus(h.gpus), h.driver or "-", h.tensorflow or "-", figures_text(h.figures)]
         for h in hosts
     ]
-    headers = ["host", "verdict", "root cause", "GPUs", "driver", "TensorFlow"]
+    headers = ["host", "verdict", "root cause", "GPUs", "driver", "TensorFlow", "key figures"]
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
     out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
     out.write("  ".join("-" * w for w in widths) + "\n")

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import GpucheckRun
 from gpucheck.probes.cluster import free_ports
+from tests.test_merge import gpucheck_merge
 
 #: The wait where a peer never comes, and the bound on such a run: the wait, TensorFlow's import in the
 #: other probes, and this 2-core machine's load.
@@ -50,7 +51,9 @@ def two_workers(index: int = 0, ports: list[int] | None = None) -> str:
     return json.dumps({"cluster": {"worker": [f"127.0.0.1:{a}", f"127.0.0.1:{b}"]}, "task": {"type": "worker", "index": index}})
 
 
-def test_local_self_test_of_the_distributed_runtime(run_gpucheck: Callable[..., GpucheckRun]) -> None:
+def test_local_self_test_of_the_distributed_runtime(
+    run_gpucheck: Callable[..., GpucheckRun], pytester: pytest.Pytester
+) -> None:
     """`--gpucheck-cluster=local:2`: two workers on loopback join a MultiWorkerMirroredStrategy; the all-reduce of
     1 + 2 is 3 on both; its latency and bandwidth are in the report."""
     run = run_gpucheck("--gpucheck-cluster=local:2", timeout=BOUND_S)
@@ -67,6 +70,11 @@ def test_local_self_test_of_the_distributed_runtime(run_gpucheck: Callable[..., 
         assert c["bytes"] == 4 << 20 and c["busbw_gbps"] > 0
         assert all(p["state"] == "reachable" for p in t["peers"])
     run.result.stdout.fnmatch_lines(["cluster (local:2, over gRPC on the CPU):", "*all-reduce of 2 replicas correct, latency * ms*"])
+    # The fleet view of it: `gpucheck merge` shows the all-reduce among the key figures.
+    merged = gpucheck_merge(pytester.path / "gpucheck-report.json", "--json", "-")
+    host = json.loads(merged.stdout)["hosts"][0]
+    latency = tasks[0]["collective"]["latency_s"] * 1e3
+    assert host["figures"]["allreduce_latency_ms"] == round(latency, 3)
 
 
 def test_local_parameter_server_smoke_test(run_gpucheck: Callable[..., GpucheckRun]) -> None:

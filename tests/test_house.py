@@ -193,7 +193,10 @@ def test_the_registry_is_the_catalog_order_and_a_graph_of_known_layers() -> None
     assert layers.requires("hardware") == frozenset()
     assert layers.requires("health") == {"visibility", "driver", "kernel", "hardware"}
     assert "framework" not in layers.requires("resources")
-    assert layers.requires("cluster") >= {"framework", "libraries"} and "health" not in layers.requires("cluster")
+    # The cluster layer needs nothing below it as a whole (its configuration the environment, its peers the
+    # network): on a CPU-only node the framework layer is blocked by no-nvidia-gpu, and its cluster still works.
+    # Its collective needs TensorFlow itself, which its check asks for (checks_cluster.py).
+    assert layers.requires("cluster") == frozenset()
 
 
 def test_every_catalog_layer_and_cause_need_is_a_registered_layer() -> None:

@@ -50,7 +50,7 @@ def test_merge_of_a_fleet(fleet: list[Path], tmp_path: Path) -> None:
     done = gpucheck_merge(*fleet, "--json", merged_json)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "TensorFlow"]
+    assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "TensorFlow", "key", "figures"]
     table = {ln.split()[0]: ln for ln in lines[2:6]}
     assert "accelerated" in table["node-01"] and "8x H100 80GB HBM3" in table["node-01"]
     assert "not-accelerated" in table["node-04"]

@@ -7,6 +7,7 @@ library only: it reads the reports' JSON (schema ``gpucheck-report/1``), nothing
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -87,13 +88,22 @@ def read(path: str) -> Host:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return number if math.isfinite(number) else None
 
 
-def _figures(facts: dict[str, Any]) -> dict[str, Any]:
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _figures(facts: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    tasks = _dig(facts, "cluster", "facts", "tasks") or []
-    runs = [_dig(t, "collective") for t in tasks if isinstance(t, dict)]
+    runs = [_dig(t, "collective") for t in _list(_dig(facts, "cluster", "facts", "tasks"))]
     run = next((r for r in runs if isinstance(r, dict) and r.get("kind") == "all-reduce" and r.get("correct")), None)
     if run is not None:
         latency, busbw = _number(run.get("latency_s")), _number(run.get("busbw_gbps"))
@@ -102,7 +112,7 @@ def _figures(facts: dict[str, Any]) -> dict[str, Any]:
         if busbw is not None:
             out["allreduce_busbw_gbps"] = round(busbw, 3)
     best: tuple[float, str] | None = None
-    for b in _dig(facts, "performance", "facts", "benchmarks") or []:
+    for b in _list(_dig(facts, "performance", "facts", "benchmarks")):
         tflops = _number(_dig(b, "extra_info", "tflops")) if isinstance(b, dict) and b.get("kind") == "matmul" else None
         if tflops is not None and (best is None or tflops > best[0]):
             best = (tflops, str(_dig(b, "extra_info", "device") or ""))

@@ -664,6 +664,10 @@ class ConfigProblem:
     key: str
     value: str | None
     problem: str
+    #: "fatal": TensorFlow raises on it or the cluster cannot form; "silent": TensorFlow runs each process as a
+    #: single machine without a word (a fault when --gpucheck-cluster asks for a cluster, a note otherwise);
+    #: "note": what a program using the resolver's defaults would meet (SlurmClusterResolver's GPU split).
+    kind: str = "fatal"
 
 
 @dataclass(frozen=True)
@@ -688,6 +692,11 @@ class ClusterConfigFacts:
     #: For Slurm: the node this task runs on (SLURMD_NODENAME), when Slurm says.
     node: str | None = None
 
+    def blocking(self) -> list[ConfigProblem]:
+        """The problems that keep the cluster from forming as asked: every fatal one, and with --gpucheck-cluster
+        the silent ones too (a cluster was asked for, and TensorFlow would run each process alone)."""
+        return [p for p in self.problems if p.kind == "fatal" or (p.kind == "silent" and self.asked)]
+
 
 @dataclass(frozen=True)
 class PeerReach:
@@ -696,7 +705,8 @@ class PeerReach:
     job: str
     index: int
     address: str
-    #: "reachable", "dns-failed", "refused", "timeout", "unreachable", "bad-address" or "not tried".
+    #: "reachable", "dns-failed", "refused", "timeout", "unreachable", "bad-address", "no-inbound" (reached, but
+    #: it never reached this task) or "not tried".
     state: str
     resolved: tuple[str, ...] = ()
     error: str | None = None
@@ -736,7 +746,7 @@ class TaskFacts:
     job: str
     index: int
     address: str
-    #: "free", "taken", "not-local" (the address is not one of this machine's), "bad-address", or "not tried".
+    #: "free", "taken", "bad-address", or "not tried".
     own_port: str = "not tried"
     own_port_error: str | None = None
     #: Who holds the port when it is taken ("pid 1234: python -m http.server 2222"), where /proc says.

@@ -203,7 +203,7 @@ def _cluster_wanted(pre: PreStart) -> str | None:
     config = read_config(pre.settings.cluster, pre.environment)
     if not config.asked:
         return "--gpucheck-cluster was not given"
-    if config.problems:
+    if config.blocking():
         return "the cluster configuration is invalid"
     if pre.settings.framework == "none":
         return "--gpucheck-framework=none: the collective is TensorFlow's"
@@ -211,7 +211,7 @@ def _cluster_wanted(pre: PreStart) -> str | None:
 
 
 #: TensorFlow's import and its set-up, beyond the wait for the peers (a local:N run's tasks each need it).
-CLUSTER_MARGIN_S = 25.0
+CLUSTER_MARGIN_S = 30.0
 
 
 def _cluster_env(settings: Settings) -> dict[str, str]:

@@ -224,16 +224,31 @@ def test_nodes_given_the_cluster_in_different_orders(tmp_path: Path) -> None:
         cmd = [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-cluster", f"--gpucheck-cluster-timeout={SHORT_WAIT}",
                f"--gpucheck-json={where / 'report.json'}", "-p", "no:cacheprovider", "-q"]
         procs.append((where, subprocess.Popen(cmd, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
-    for where, proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=BOUND_S)
-        except subprocess.TimeoutExpired:
-            for _w, p in procs:
-                p.kill()
-            raise
+    try:
+        outputs = [proc.communicate(timeout=BOUND_S)[0] for _w, proc in procs]
+    finally:
+        for _w, proc in procs:
+            proc.kill()
+            proc.wait()
+    for (where, _proc), out in zip(procs, outputs, strict=True):
         report = json.loads((where / "report.json").read_text())
         f = next((f for f in report["findings"] if f["id"] == "cluster-collective-failed"), None)
         assert f is not None, ([x["id"] for x in report["findings"]], out.decode()[-3000:])
         assert "hung at its strategy step" in f["summary"]
         assert "/job:worker/replica:0/task:1" in f["evidence"]["waiting_for"], f["evidence"]
         assert report["facts"]["cluster"]["exit"]["status"] == "timeout"
+
+
+def test_an_evaluator_reaches_the_workers_and_takes_no_part(
+    run_gpucheck: Callable[..., GpucheckRun], monkeypatch: pytest.MonkeyPatch, held_port: int
+) -> None:
+    """An evaluator outside the cluster (TensorFlow allows it): it reaches the worker (here a listener this test
+    holds), waits for no hello (the workers do not reach an evaluator), and is done: no finding."""
+    config = {"cluster": {"worker": [f"127.0.0.1:{held_port}"]}, "task": {"type": "evaluator", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+    run = run_gpucheck("--gpucheck-cluster", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
+    assert layer(run)["state"] == "ok", run.report["findings"]
+    (task,) = cluster_tasks(run)
+    assert task["job"] == "evaluator" and task["stage"] == "done"
+    assert [p["state"] for p in task["peers"]] == ["reachable"]
+    assert task["peers"][0]["seconds"] < SHORT_WAIT  # reached at once, not after the wait

@@ -58,11 +58,10 @@ BAD: dict[str, tuple[str, str, str]] = {
         "TF_CONFIG cluster",
         "the other hosts cannot reach that task",
     ),
-    "port not a number": (tf_config({"worker": ["10.0.0.1:http", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "not a number"),
+    "port not a number": (tf_config({"worker": ["10.0.0.1:http", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "not a port number"),
     "port out of range": (tf_config({"worker": ["10.0.0.1:70000", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "out of range"),
     "no port": (tf_config({"worker": ["10.0.0.1", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "no port"),
     "two chiefs": (tf_config({"chief": TWO, "worker": ["10.0.0.3:1"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.chief", "at most one chief"),
-    "ps without chief": (tf_config({"worker": TWO, "ps": ["10.0.0.3:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster", "no chief"),
     "ps without worker": (tf_config({"chief": ["10.0.0.1:1"], "ps": ["10.0.0.3:2222"]}, {"type": "ps", "index": 0}), "TF_CONFIG cluster", "at least one worker"),
     "job not a list": (tf_config({"worker": "10.0.0.1:2222"}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker", "must be a list"),
     "indices with a gap": (tf_config({"worker": {"0": "10.0.0.1:1", "2": "10.0.0.2:1"}}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker", "an index is missing"),
@@ -92,6 +91,10 @@ GOOD: dict[str, tuple[str, str]] = {
         tf_config({"worker": {"1": "10.0.0.2:2222", "0": "10.0.0.1:2222"}}, {"type": "worker", "index": "1"}),
         "MultiWorkerMirroredStrategy",
     ),
+    "ps and workers, the coordinator outside the cluster": (
+        tf_config({"worker": TWO, "ps": ["10.0.0.3:2222"]}, {"type": "worker", "index": 0}),
+        "ParameterServerStrategy",
+    ),
     "evaluator outside the cluster": (tf_config({"worker": TWO}, {"type": "evaluator", "index": 0}), "MultiWorkerMirroredStrategy"),
     "ipv6 and loopback only": (
         tf_config({"worker": ["[::1]:2222", "127.0.0.1:2223", "localhost:2224"]}, {"type": "worker", "index": 2}),
@@ -105,6 +108,23 @@ def test_valid_configurations_have_no_problem(case: str) -> None:
     text, strategy = GOOD[case]
     config = read_config("auto", {"TF_CONFIG": text})
     assert problems(config) == [] and config.strategy == strategy and config.asked
+
+
+@pytest.mark.parametrize("text", ["{}", json.dumps({"task": {"type": "worker", "index": 0}}), tf_config({})])
+def test_what_tensorflow_runs_alone_is_a_note_unless_a_cluster_is_asked_for(text: str) -> None:
+    """A TF_CONFIG without a cluster makes TensorFlow run each process as a single machine, without a word: a
+    note on a plain run (a healthy GPU host stays accelerated), a blocker when --gpucheck-cluster asks."""
+    plain = read_config(None, {"TF_CONFIG": text})
+    assert plain.problems and {p.kind for p in plain.problems} == {"silent"} and plain.blocking() == []
+    asked = read_config("auto", {"TF_CONFIG": text})
+    assert asked.blocking() == list(asked.problems)
+
+
+@pytest.mark.parametrize("index", ["Infinity", "1e400", "-Infinity", "NaN"])
+def test_an_index_no_integer_can_hold_is_a_problem_not_a_crash(index: str) -> None:
+    text = '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": ' + index + "}}"
+    (found,) = problems(read_config(None, {"TF_CONFIG": text}))
+    assert found[0] == "TF_CONFIG task.index" and "not a number" in found[2]
 
 
 def test_no_cluster_and_no_option_is_not_checked_and_the_option_alone_says_so() -> None:
@@ -159,6 +179,16 @@ SLURM_CASES = [
 ]
 
 
+def test_slurms_gpu_split_is_a_note() -> None:
+    """Two tasks on a node that shows one GPU: SlurmClusterResolver() with its defaults raises in cluster_spec();
+    a program may pass its own split, so it is a note, and the cluster itself is read."""
+    env = {**slurm("n1", "2", 2, 0), "CUDA_VISIBLE_DEVICES": "0"}
+    config = read_config("slurm", env)
+    (p,) = config.problems
+    assert p.kind == "note" and p.key == "CUDA_VISIBLE_DEVICES" and "range() arg 3 must not be zero" in p.problem
+    assert config.blocking() == [] and config.jobs[0].addresses == ("n1:8888", "n1:8889")
+
+
 def test_a_rank_slurm_runs_on_another_node_is_named() -> None:
     found = problems(read_config("slurm", slurm("n[9-10]", "1(x2)", 2, 0, node="n9")))
     assert len(found) == 1
@@ -193,7 +223,7 @@ TF_SIDE = textwrap.dedent(
     from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
     from tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver import TFConfigClusterResolver
     cases = json.load(sys.stdin)
-    out = {"tf_config": {}, "slurm": [], "hostlists": {}}
+    out = {"tf_config": {}, "slurm": [], "hostlists": {}, "slurm_one_gpu": None}
     for name, text in cases["tf_config"].items():
         os.environ["TF_CONFIG"] = text
         try:
@@ -212,6 +242,14 @@ TF_SIDE = textwrap.dedent(
         r = slurm.SlurmClusterResolver(gpus_per_node=8, auto_set_gpu=False)
         spec = r.cluster_spec().as_dict()
         out["slurm"].append({"jobs": spec, "task": list(r.get_task_info())})
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    for env in cases["slurm_one_gpu"]:
+        os.environ.update(env)
+        try:
+            slurm.SlurmClusterResolver(auto_set_gpu=False).cluster_spec()
+            out["slurm_one_gpu"] = "ok"
+        except Exception as exc:
+            out["slurm_one_gpu"] = f"{type(exc).__name__}: {exc}"
     for text in cases["hostlists"]:
         out["hostlists"][text] = slurm.expand_hostlist(text)
     print(json.dumps(out))
@@ -227,9 +265,10 @@ def test_the_reading_agrees_with_tensorflows_own_resolvers() -> None:
     del tf_cases["empty"], tf_cases["not json"], tf_cases["a list"]  # json.loads fails in TensorFlow too
     hostlists = ["n[1-2],m5,o[3-4,6,7-9]", "gpu[001-003]", "a1,b[01-03]", "n[9-10]"]
     envs = [{k: v for k, v in slurm(*case).items() if v is not None} for case in SLURM_CASES]
+    one_gpu = {k: v for k, v in slurm("n1", "2", 2, 0).items() if v is not None}
     done = subprocess.run(
         [sys.executable, "-c", TF_SIDE],
-        input=json.dumps({"tf_config": tf_cases, "slurm": envs, "hostlists": hostlists}),
+        input=json.dumps({"tf_config": tf_cases, "slurm": envs, "hostlists": hostlists, "slurm_one_gpu": [one_gpu]}),
         capture_output=True,
         text=True,
         timeout=240,
@@ -253,5 +292,8 @@ def test_the_reading_agrees_with_tensorflows_own_resolvers() -> None:
         ours = read_config("slurm", env)
         assert {j.name: list(j.addresses) for j in ours.jobs} == theirs["jobs"], case
         assert [ours.task_type, ours.task_index] == theirs["task"], case
+    # Where TensorFlow's resolver raises on its GPU split, gpucheck notes it.
+    assert "range() arg 3 must not be zero" in tf["slurm_one_gpu"]
+    assert read_config("slurm", {**one_gpu, "CUDA_VISIBLE_DEVICES": "0"}).problems[0].kind == "note"
     for text, hosts in tf["hostlists"].items():
         assert expand_hostlist(text) == hosts

@@ -47,7 +47,7 @@ from gpucheck.facts import (
 )
 from gpucheck.isolation import ChildRunner
 from gpucheck.probes.clusterconfig import MWMS, PSS, own_address, read_config, split_address, tf_config_for
-from gpucheck.protocol import CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV, TIMEOUT_ENV, Checkpoint, stage
+from gpucheck.protocol import CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV, TIMEOUT_ENV, Checkpoint, stage, timeout_from_env
 
 #: How often a peer that refused is tried again, and the longest one connect or DNS lookup may take.
 RETRY_S = 0.25
@@ -58,6 +58,8 @@ SMALL_ELEMENTS = 4
 LARGE_ELEMENTS = 1 << 20
 LATENCY_ROUNDS = 20
 BANDWIDTH_ROUNDS = 5
+#: What a worker or ps leaves before the parent's timeout, to write its facts.
+SERVE_MARGIN_S = 3.0
 #: What a local:N task gets beyond the wait: TensorFlow's import and set-up.
 LOCAL_MARGIN_S = 20.0
 PROBE_TARGET = "gpucheck.probes.cluster:probe_cluster"
@@ -74,7 +76,7 @@ def wait_from_env() -> float:
 def probe_cluster() -> Iterator[Checkpoint]:
     wait = wait_from_env()
     config = read_config(os.environ.get(CLUSTER_SPEC_ENV) or None, os.environ)
-    if config.problems:
+    if config.blocking():
         yield Checkpoint(to_json(ClusterFacts("task", wait_s=wait, setup_error="the cluster configuration is invalid")))
         return
     if config.source == "local":
@@ -102,9 +104,17 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
     before (stage "strategy") say where it stood."""
     start = time.monotonic()
     deadline = start + wait
+    # The parent stops this child at its own timeout: what serves others must end before it.
+    hard_deadline = start + timeout_from_env() - SERVE_MARGIN_S
     address = own_address(config) or ""
     job, index = config.task_type or "", config.task_index if config.task_index is not None else -1
+    role = _role(config)
     task = TaskFacts(job, index, address, stage="own port")
+    if role == "evaluator" and not address:
+        # An evaluator outside the cluster: no port of its own, nothing for the others to reach.
+        peers = reach_all(_peers(config), deadline)
+        yield replace(task, stage="done", peers=peers, error="an evaluator takes no part in the collective"), None
+        return
     stage("own port")
     state, err, holder = check_own_port(address)
     task = replace(task, own_port=state, own_port_error=err, holder=holder)
@@ -120,13 +130,12 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
         peers = reach_all(others, deadline, HELLO + address.encode("utf-8", "replace") + b"\n")
         # Every peer must reach this task too before TensorFlow starts here (a firewall may let connections
         # out and not in); and once it has, no peer still waits on this task's plain listener.
-        if all(p.state == "reachable" for p in peers):
+        if role != "evaluator" and all(p.state == "reachable" for p in peers):
             missing = listener.wait_for({a for _j, _i, a in others}, deadline)
             peers = tuple(_one_way(p, wait) if p.address in missing else p for p in peers)
     finally:
         listener.close()
     task = replace(task, peers=peers, stage="peers")
-    role = _role(config)
     if role == "evaluator" or any(p.state != "reachable" for p in peers):
         if role == "evaluator":
             task = replace(task, stage="done", error="an evaluator takes no part in the collective")
@@ -143,15 +152,16 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
     yield task, None
     stage("collective")
     try:
-        run = _role_work(role, strategy, config, deadline)
+        run = _role_work(role, strategy, config, hard_deadline)
     except Exception as exc:  # noqa: BLE001
         yield replace(task, error=_error_text(exc)), None
         return
     yield replace(task, stage="done", collective=run), None
 
 
-#: What a task sends each peer it reaches, so that the peer knows it has been seen.
+#: What a task sends each peer it reaches, so that the peer knows it has been seen (its address, a newline).
 HELLO = b"gpucheck-peer "
+HELLO_MAX = 1024
 
 
 class _Listener:
@@ -179,12 +189,17 @@ class _Listener:
                 return
             with conn:
                 conn.settimeout(1.0)
+                data = b""
                 try:
-                    data = conn.recv(128)
+                    while b"\n" not in data and len(data) < HELLO_MAX and data[: len(HELLO)] == HELLO[: len(data)]:
+                        chunk = conn.recv(HELLO_MAX)
+                        if not chunk:
+                            break
+                        data += chunk
                 except OSError:
                     continue
-            if data.startswith(HELLO):
-                self.heard.add(data[len(HELLO) :].decode("ascii", "replace").strip())
+            if data.startswith(HELLO) and b"\n" in data:
+                self.heard.add(data[len(HELLO) :].split(b"\n", 1)[0].decode("utf-8", "replace").strip())
 
     def wait_for(self, names: set[str], deadline: float) -> set[str]:
         """The peers that have not reached this task by ``deadline``."""
@@ -270,21 +285,13 @@ def _resolve(host: str, port: int, limit: float) -> list[str] | str:
 
 
 def check_own_port(address: str) -> tuple[str, str | None, str | None]:
-    """("free" | "taken" | "not-local" | "bad-address", why, who holds the port)."""
+    """("free" | "taken" | "bad-address", why, who holds the port)."""
     parsed = split_address(address)
     if isinstance(parsed, str):
         return "bad-address", f"this task's address {address!r} is not host:port: {parsed}", None
-    host, port = parsed
-    ips = _resolve(host, port, DNS_S)
-    if isinstance(ips, str):
-        return "bad-address", f"this task's address {address}: {ips}", None
-    if not any(_is_local(ip) for ip in ips):
-        return (
-            "not-local",
-            f"this task's address {address} resolves to {', '.join(ips)}, which is not an address of this machine: "
-            "the task index (or the cluster spec) names another machine, so the other tasks would connect there",
-            None,
-        )
+    # Only the port: TensorFlow's server listens on every interface, and the host part need not resolve here,
+    # nor be one of this machine's addresses (behind NAT or a Kubernetes Service the others use another).
+    port = parsed[1]
     for family, any_addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
         try:
             with socket.socket(family, socket.SOCK_STREAM) as s:
@@ -306,16 +313,6 @@ def check_own_port(address: str) -> tuple[str, str | None, str | None]:
                 continue  # no IPv6 on this machine
             return "taken", f"port {port} of this task's address {address} cannot be bound ({exc.strerror})", None
     return "free", None, None
-
-
-def _is_local(ip: str) -> bool:
-    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.bind((ip, 0))
-    except OSError:
-        return False
-    return True
 
 
 def port_holder(port: int) -> str | None:
@@ -388,11 +385,13 @@ def reach(job: str, index: int, address: str, deadline: float, hello: bytes = b"
     if isinstance(parsed, str):
         return PeerReach(job, index, address, "bad-address", error=parsed)
     host, port = parsed
-    ips = _resolve(host, port, min(DNS_S, max(deadline - start, 0.5)))
-    if isinstance(ips, str):
-        return PeerReach(job, index, address, "dns-failed", error=ips, seconds=time.monotonic() - start, attempts=1)
     state, error, attempts = "not tried", None, 0
     while True:
+        # Resolved again each round: a pod not yet scheduled has no DNS record yet.
+        ips = _resolve(host, port, min(DNS_S, max(deadline - time.monotonic(), 0.5)))
+        if isinstance(ips, str):
+            attempts += 1
+            state, error, ips = "dns-failed", ips, []
         for ip in ips:
             attempts += 1
             left = deadline - time.monotonic()
@@ -402,10 +401,7 @@ def reach(job: str, index: int, address: str, deadline: float, hello: bytes = b"
                     s.settimeout(max(min(CONNECT_S, left), 0.2))
                     s.connect((ip, port))
                     if hello:
-                        try:
-                            s.sendall(hello)
-                        except OSError:
-                            pass  # it answered: reached; a server that drops the hello at once is fine
+                        s.sendall(hello)  # a hello that does not get through: not reached yet, tried again
                 return PeerReach(job, index, address, "reachable", tuple(ips), None, time.monotonic() - start, attempts)
             except ConnectionRefusedError:
                 state, error = "refused", f"{ip}:{port} refused the connection: nothing listens there"
@@ -415,7 +411,7 @@ def reach(job: str, index: int, address: str, deadline: float, hello: bytes = b"
                 state, error = "unreachable", f"{ip}:{port}: {exc.strerror or exc} (no route to that host)"
         if time.monotonic() + RETRY_S >= deadline:
             waited = time.monotonic() - start
-            return PeerReach(job, index, address, state, tuple(ips), f"{error}, for {waited:.0f} s", waited, attempts)
+            return PeerReach(job, index, address, state, tuple(ips or ()), f"{error}, for {waited:.0f} s", waited, attempts)
         time.sleep(RETRY_S)
 
 
@@ -566,7 +562,9 @@ def _serve_until_chief_done(config: ClusterConfigFacts, deadline: float) -> None
             if seen:
                 return
         time.sleep(RETRY_S)
-    raise TimeoutError("the chief did not come and finish within the wait" if not seen else "the chief did not finish within the wait")
+    raise TimeoutError(
+        f"the chief ({chief}) never came" if not seen else f"the chief ({chief}) did not finish its steps in time"
+    )
 
 
 # --- local:N --------------------------------------------------------------------------------------------
@@ -578,7 +576,7 @@ def free_ports(count: int) -> list[int]:
     try:
         for _ in range(count):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            s.bind(("0.0.0.0", 0))  # as the tasks' servers will bind them
             socks.append(s)
         return [int(s.getsockname()[1]) for s in socks]
     finally:

@@ -44,6 +44,8 @@ CLUSTER_ENVIRONMENT_KEYS = (
 
 #: The task types TensorFlow's strategies know (``multi_worker_util._validate_cluster_spec``).
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+#: The most hosts a Slurm host list may expand to here (a bound, not Slurm's).
+MAX_HOSTS = 100_000
 #: SlurmClusterResolver's default first port on each node.
 SLURM_PORT_BASE = 8888
 #: How much of a value a problem quotes.
@@ -113,8 +115,8 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
     where = "TF_CONFIG" if source == "TF_CONFIG" else "--gpucheck-cluster"
     problems: list[ConfigProblem] = []
 
-    def bad(key: str, value: Any, problem: str) -> None:
-        problems.append(ConfigProblem(f"{where} {key}".strip(), None if value is None else quote(value), problem))
+    def bad(key: str, value: Any, problem: str, kind: str = "fatal") -> None:
+        problems.append(ConfigProblem(f"{where} {key}".strip(), None if value is None else quote(value), problem, kind))
 
     base = ClusterConfigFacts(source=source, asked=asked, text=quote(text))
     if not text.strip():
@@ -128,6 +130,9 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
     if not isinstance(doc, dict):
         bad("", text, f"{where} must be a JSON object with 'cluster' and 'task', not a {type(doc).__name__}")
         return _with(base, problems)
+    if not doc:
+        bad("", text, f"{where} is {{}}: TensorFlow then runs every process as a single machine", "silent")
+        return _with(base, problems)
     jobs = _jobs(doc.get("cluster"), bad) if "cluster" in doc else None
     if jobs is None and "cluster" not in doc:
         bad(
@@ -135,6 +140,7 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
             None,
             f"{where} has no 'cluster': TensorFlow then sees an empty cluster and runs every process as a "
             "single machine on its own, without a word",
+            "silent",
         )
     task_type, task_index = _task(doc.get("task"), "task" in doc, bad)
     jobs = jobs or ()
@@ -162,18 +168,18 @@ def _jobs(cluster: Any, bad: Any) -> tuple[ClusterJob, ...] | None:
         bad("cluster", cluster, "'cluster' must map job names to lists of host:port addresses")
         return None
     if not cluster:
-        bad("cluster", cluster, "'cluster' is empty: TensorFlow runs every process as a single machine")
+        bad("cluster", cluster, "'cluster' is empty: TensorFlow runs every process as a single machine", "silent")
         return None
     jobs = []
     for name, tasks in cluster.items():
         if isinstance(tasks, (list, tuple)):
             addresses = list(tasks)
         elif isinstance(tasks, dict):
-            try:
-                by_index = {int(i): a for i, a in tasks.items()}
-            except ValueError:
+            keys = {_integer(i): a for i, a in tasks.items()}
+            if None in keys:
                 bad(f"cluster.{name}", tasks, f"the tasks of job {name!r} are keyed by something other than task indices")
                 continue
+            by_index = {int(i): a for i, a in keys.items() if i is not None}
             if sorted(by_index) != list(range(len(by_index))):
                 bad(
                     f"cluster.{name}",
@@ -194,9 +200,17 @@ def _jobs(cluster: Any, bad: Any) -> tuple[ClusterJob, ...] | None:
     return tuple(jobs)
 
 
+def _integer(raw: Any) -> int | None:
+    """``int(raw)`` as TensorFlow takes it, or None where that raises (JSON's Infinity and 1e400 too)."""
+    try:
+        return int(raw)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def _task(task: Any, present: bool, bad: Any) -> tuple[str | None, int | None]:
     if not present:
-        bad("task", None, "there is no 'task': this process does not know which task of the cluster it is")
+        bad("task", None, "there is no 'task': this process does not know which task of the cluster it is", "silent")
         return None, None
     if not isinstance(task, dict):
         bad("task", task, "'task' must be an object with 'type' and 'index'")
@@ -209,9 +223,8 @@ def _task(task: Any, present: bool, bad: Any) -> tuple[str | None, int | None]:
         bad("task.index", None, "'task' has no 'index': TensorFlow then has no task id for this process")
     else:
         raw = task["index"]
-        try:
-            index = int(raw)  # as TensorFlow does: "1" is taken, 1.5 becomes 1
-        except (TypeError, ValueError):
+        index = _integer(raw)  # as TensorFlow does: "1" is taken, 1.5 becomes 1
+        if index is None:
             bad("task.index", raw, "'task.index' is not a number: TensorFlow's int() fails on it")
         else:
             if isinstance(raw, float) and not raw.is_integer():
@@ -247,16 +260,10 @@ def _roles(jobs: tuple[ClusterJob, ...], task_type: str | None, index: int | Non
                 f"task.index {index} is out of range: job {task_type!r} has {counts[task_type]} task"
                 f"{'s' if counts[task_type] != 1 else ''} (indices 0 to {counts[task_type] - 1})",
             )
-    if "ps" in counts:
-        if "worker" not in counts:
-            bad("cluster", None, f"a ps job needs {PSS}, which needs at least one worker: the cluster has none")
-        if "chief" not in counts:
-            bad(
-                "cluster",
-                None,
-                f"a ps job needs {PSS}, whose coordinator is the chief: the cluster has no chief "
-                f"({MWMS} does not take a ps job)",
-            )
+    # Without a chief job, ParameterServerStrategy's coordinator joins as a local chief of its own
+    # (remote.connect_to_cluster): a cluster of workers and ps alone is valid.
+    if "ps" in counts and "worker" not in counts:
+        bad("cluster", None, f"a ps job needs {PSS}, which needs at least one worker: the cluster has none")
 
 
 def split_address(address: str) -> tuple[str, int] | str:
@@ -274,8 +281,8 @@ def split_address(address: str) -> tuple[str, int] | str:
             return "an IPv6 address must be written [address]:port"
     if not host:
         return "it has no host"
-    if not port_text.isdigit():
-        return f"the port {port_text!r} is not a number"
+    if not (port_text.isascii() and port_text.isdigit()) or len(port_text) > 5:
+        return f"the port {port_text!r} is not a port number"
     port = int(port_text)
     if not 1 <= port <= 65535:
         return f"the port {port} is out of range (1 to 65535)"
@@ -358,9 +365,11 @@ def expand_hostlist(hostlist: str) -> list[str]:
             bounds = rng.split("-")
             if len(bounds) == 1:
                 bounds = bounds * 2
-            if len(bounds) != 2 or not all(b.isdigit() for b in bounds):
+            if len(bounds) != 2 or not all(b.isascii() and b.isdigit() and len(b) < 10 for b in bounds):
                 raise ValueError(f"invalid range {rng!r}")
             width = len(bounds[0])
+            if int(bounds[1]) - int(bounds[0]) + len(hosts) > MAX_HOSTS:
+                raise ValueError(f"more than {MAX_HOSTS} hosts")
             hosts.extend(prefix + str(i).zfill(width) for i in range(int(bounds[0]), int(bounds[1]) + 1))
     return hosts
 
@@ -369,18 +378,20 @@ def expand_tasks_per_node(text: str) -> list[int]:
     """``3(x2),2,1`` → ``[3, 3, 2, 1]``, as TensorFlow's ``expand_tasks_per_node``."""
     out: list[int] = []
     for part in text.split(","):
-        m = re.match(r"(\d+)(\(x(\d+)\))?$", part)
+        m = re.match(r"([0-9]{1,6})(\(x([0-9]{1,6})\))?$", part)
         if m is None:
             raise ValueError(f"invalid part {part!r}")
         out.extend([int(m.group(1))] * int(m.group(3) or 1))
+        if len(out) > MAX_HOSTS:
+            raise ValueError(f"more than {MAX_HOSTS} nodes")
     return out
 
 
 def _from_slurm(env: Mapping[str, str | None]) -> ClusterConfigFacts:
     problems: list[ConfigProblem] = []
 
-    def bad(key: str, value: Any, problem: str) -> None:
-        problems.append(ConfigProblem(key, None if value is None else quote(value), problem))
+    def bad(key: str, value: Any, problem: str, kind: str = "fatal") -> None:
+        problems.append(ConfigProblem(key, None if value is None else quote(value), problem, kind))
 
     def var(name: str) -> str | None:
         value = env.get(name)
@@ -402,11 +413,10 @@ def _from_slurm(env: Mapping[str, str | None]) -> ClusterConfigFacts:
     def number(name: str, value: str | None) -> int | None:
         if value is None:
             return None
-        try:
-            return int(value)
-        except ValueError:
+        number = _integer(value)
+        if number is None:
             bad(name, value, f"{name} is not a number: SlurmClusterResolver's int() fails on it")
-            return None
+        return number
 
     rank, count = number("SLURM_PROCID", rank_text), number("SLURM_STEP_NUM_TASKS", count_text)
     hosts: list[str] | None = None
@@ -439,6 +449,18 @@ def _from_slurm(env: Mapping[str, str | None]) -> ClusterConfigFacts:
             f"SLURM_STEP_NUM_TASKS is {count} but the nodes are assigned {assigned} tasks "
             f"(SLURM_STEP_TASKS_PER_NODE={per_node_text} over {len(hosts)} nodes): SlurmClusterResolver raises "
             f"\"Requested {count} tasks but only {assigned} were assigned\"",
+        )
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    busiest = max(config.values(), default=0)
+    if visible is not None and busiest and len(visible.split(",")) // busiest == 0:
+        bad(
+            "CUDA_VISIBLE_DEVICES",
+            visible,
+            f"SlurmClusterResolver() with its defaults counts {len(visible.split(','))} GPU(s) on this node "
+            f"(CUDA_VISIBLE_DEVICES) for {busiest} tasks: 0 GPUs per task, and its cluster_spec() raises "
+            "\"ValueError: range() arg 3 must not be zero\"; a program that uses it must pass gpus_per_node and "
+            "gpus_per_task (or build the cluster spec itself)",
+            "note",
         )
     addresses: list[str] = []
     owners: list[str] = []

@@ -29,9 +29,11 @@ def _where(config: ClusterConfigFacts) -> str:
 def config_finding(p: ConfigProblem, config: ClusterConfigFacts) -> Finding:
     value = f" = {p.value}" if p.value is not None else ""
     slurm = config.source == "slurm"
+    # What TensorFlow tolerates (it runs each process alone) is a note unless a cluster was asked for.
+    blocker = p.kind == "fatal" or (p.kind == "silent" and config.asked)
     return finding(
         "cluster-config-invalid",
-        Severity.BLOCKER,
+        Severity.BLOCKER if blocker else Severity.INFO,
         summary=f"{p.key}{value}: {p.problem}"[:400],
         cause=f"{_where(config)} is what every TensorFlow process of this job reads to find its place in the "
         f"cluster; {p.problem[0].lower() + p.problem[1:]}",
@@ -53,7 +55,7 @@ def cluster_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     out = [config_finding(p, config) for p in config.problems]
     outcome = facts.cluster
-    if outcome is None or config.problems:
+    if outcome is None or config.blocking():
         return out
     cf = outcome.facts
     if cf is None or not cf.tasks:
@@ -79,7 +81,7 @@ def _name(t: TaskFacts) -> str:
 def _own_ports(cf: ClusterFacts, config: ClusterConfigFacts) -> list[Finding]:
     out = []
     for t in cf.tasks:
-        if t.own_port in ("not-local", "bad-address"):
+        if t.own_port == "bad-address":
             out.append(
                 finding(
                     "cluster-config-invalid",
@@ -188,8 +190,8 @@ def _collectives(cf: ClusterFacts, status: str, tail: list[str], settings: Setti
         lines = list(t.exit_detail) or tail
         ended = t.exit_status or status
         run = t.collective
-        if t.stage == "done" and (run is None or run.correct):
-            continue
+        if (t.stage == "done" and (run is None or run.correct)) or t.stage in ("config", "own port"):
+            continue  # done, or stopped before the collective for a reason named already
         evidence: dict[str, Any] = {
             "task": _name(t),
             "stage": t.stage,
@@ -209,7 +211,7 @@ def _collectives(cf: ClusterFacts, status: str, tail: list[str], settings: Setti
         elif t.error is not None:
             summary = f"Task {_name(t)}: {t.error}"[:400]
             cause = f"TensorFlow failed while this task was at its {t.stage} step (every peer's port had answered)."
-        elif ended == "timeout" or t.stage in ("strategy", "collective"):
+        elif t.stage in ("strategy", "collective"):
             waiting = _stragglers(lines)
             summary = (
                 f"Task {_name(t)} hung at its {t.stage} step: every peer's port answered, but the "
@@ -223,6 +225,9 @@ def _collectives(cf: ClusterFacts, status: str, tail: list[str], settings: Setti
                 "task started with a different cluster spec or task index, a task of another job)."
             )
             evidence["waiting_for"] = waiting
+        elif t.stage == "starting":
+            summary = f"Task {_name(t)} of the local cluster did not report ({ended})."
+            cause = "The local:N run was stopped at its time limit before this task's process had written anything."
         else:
             summary = f"Task {_name(t)} ended at its {t.stage} step ({ended})."
             cause = "The task's process ended before the collective finished."

@@ -10,6 +10,8 @@ import textwrap
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpucheck.facts import ClusterConfigFacts
 from gpucheck.probes.clusterconfig import expand_hostlist, read_config
@@ -297,3 +299,31 @@ def test_the_reading_agrees_with_tensorflows_own_resolvers() -> None:
     assert read_config("slurm", {**one_gpu, "CUDA_VISIBLE_DEVICES": "0"}).problems[0].kind == "note"
     for text, hosts in tf["hostlists"].items():
         assert expand_hostlist(text) == hosts
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cluster=_JSON | st.dictionaries(st.sampled_from(["worker", "chief", "ps", "evaluator", "x"]), _JSON, max_size=4),
+    task=_JSON | st.fixed_dictionaries({"type": _JSON, "index": _JSON}),
+)
+def test_any_tf_config_is_read_without_a_crash(cluster: Any, task: Any) -> None:
+    """Whatever TF_CONFIG holds, reading it gives facts and sentences, never an exception (it is read on every run)."""
+    for spec in (None, "auto"):
+        config = read_config(spec, {"TF_CONFIG": json.dumps({"cluster": cluster, "task": task})})
+        assert all(p.problem and p.key for p in config.problems)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+                                        "SLURM_STEP_TASKS_PER_NODE", "SLURMD_NODENAME", "CUDA_VISIBLE_DEVICES"]),
+                       st.text(alphabet="n0123456789[]-,()x²", max_size=16)))
+def test_any_slurm_environment_is_read_without_a_crash(env: dict[str, str]) -> None:
+    config = read_config("slurm", dict(env))
+    assert config.source == "slurm"

@@ -131,8 +131,8 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
         # Every peer must reach this task too before TensorFlow starts here (a firewall may let connections
         # out and not in); and once it has, no peer still waits on this task's plain listener.
         if role != "evaluator" and all(p.state == "reachable" for p in peers):
-            missing = listener.wait_for({a for _j, _i, a in others}, deadline)
-            peers = tuple(_one_way(p, wait) if p.address in missing else p for p in peers)
+            missing = listener.wait_for({a.lower() for _j, _i, a in others}, deadline)
+            peers = tuple(_one_way(p, wait) if p.address.lower() in missing else p for p in peers)
     finally:
         listener.close()
     task = replace(task, peers=peers, stage="peers")
@@ -199,7 +199,7 @@ class _Listener:
                 except OSError:
                     continue
             if data.startswith(HELLO) and b"\n" in data:
-                self.heard.add(data[len(HELLO) :].split(b"\n", 1)[0].decode("utf-8", "replace").strip())
+                self.heard.add(data[len(HELLO) :].split(b"\n", 1)[0].decode("utf-8", "replace").strip().lower())
 
     def wait_for(self, names: set[str], deadline: float) -> set[str]:
         """The peers that have not reached this task by ``deadline``."""

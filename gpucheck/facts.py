@@ -774,6 +774,8 @@ class ClusterFacts:
     #: The seconds each task had for its peers to come up and the collective to finish.
     wait_s: float | None = None
     setup_error: str | None = None
+    #: Whether the collective was asked for (not with --gpucheck-framework=none: the peers only).
+    collective: bool = True
 
 
 # --- a probe that ran in a child process ----------------------------------------------

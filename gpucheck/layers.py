@@ -31,7 +31,7 @@ from gpucheck.facts import (
 )
 from gpucheck.model import RUN_LAYER, Finding, Severity, catalog
 from gpucheck.probes.clusterconfig import read_config
-from gpucheck.protocol import CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV
+from gpucheck.protocol import CLUSTER_COLLECTIVE_ENV, CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV
 from gpucheck.rules import (
     cluster,
     compat,
@@ -205,8 +205,8 @@ def _cluster_wanted(pre: PreStart) -> str | None:
         return "--gpucheck-cluster was not given"
     if config.blocking():
         return "the cluster configuration is invalid"
-    if pre.settings.framework == "none":
-        return "--gpucheck-framework=none: the collective is TensorFlow's"
+    if pre.settings.framework == "none" and config.source == "local":
+        return "--gpucheck-framework=none: the local:N tasks are TensorFlow's"
     return None
 
 
@@ -215,7 +215,12 @@ CLUSTER_MARGIN_S = 30.0
 
 
 def _cluster_env(settings: Settings) -> dict[str, str]:
-    return {CLUSTER_SPEC_ENV: settings.cluster or "", CLUSTER_WAIT_ENV: f"{settings.cluster_timeout:g}"}
+    return {
+        CLUSTER_SPEC_ENV: settings.cluster or "",
+        CLUSTER_WAIT_ENV: f"{settings.cluster_timeout:g}",
+        # With --gpucheck-framework=none the peers are still reached (a node's network needs no TensorFlow).
+        CLUSTER_COLLECTIVE_ENV: "0" if settings.framework == "none" else "1",
+    }
 
 
 #: The cluster layer's child: its own port, its peers, and a real collective over gRPC (on the CPU: no GPU

@@ -92,6 +92,8 @@ TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
 #: The cluster child's --gpucheck-cluster value and its wait for the peers (--gpucheck-cluster-timeout).
 CLUSTER_SPEC_ENV = "GPUCHECK_CLUSTER_SPEC"
 CLUSTER_WAIT_ENV = "GPUCHECK_CLUSTER_WAIT"
+#: "0": the cluster child reaches the peers and stops there (--gpucheck-framework=none: no TensorFlow).
+CLUSTER_COLLECTIVE_ENV = "GPUCHECK_CLUSTER_COLLECTIVE"
 
 
 #: The benchmarks the performance child measures (``gpucheck.probes.benchplan``), as JSON.

@@ -156,10 +156,11 @@ def held_port() -> Iterator[int]:
 
 
 def test_a_port_already_taken(run_gpucheck: Callable[..., GpucheckRun], monkeypatch: pytest.MonkeyPatch, held_port: int) -> None:
-    """This task's port is held by another process (this test's): named with its pid, before TensorFlow starts."""
+    """This task's port is held by another process (this test's): named with its pid, before TensorFlow starts
+    (here without TensorFlow at all: --gpucheck-framework=none reaches the peers and stops there)."""
     (other,) = free_ports(1)
     monkeypatch.setenv("TF_CONFIG", two_workers(0, [held_port, other]))
-    run = run_gpucheck("--gpucheck-cluster", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
+    run = run_gpucheck("--gpucheck-cluster", "--gpucheck-framework=none", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
     f = run.finding("cluster-peer-unreachable")
     assert f["subject"] == "worker:0" and "cannot listen" in f["summary"]
     assert f["evidence"]["holder"].startswith(f"pid {os.getpid()} (")
@@ -181,7 +182,7 @@ def test_a_slurm_step_given_by_its_variables(
         "SLURMD_NODENAME": "localhost",
     }.items():
         monkeypatch.setenv(name, value)
-    run = run_gpucheck("--gpucheck-cluster", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
+    run = run_gpucheck("--gpucheck-cluster", "--gpucheck-framework=none", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
     config = run.report["facts"]["cluster_config"]
     assert config["source"] == "slurm" and config["task_type"] == "worker" and config["task_index"] == 0
     assert config["jobs"] == [{"name": "worker", "addresses": ["localhost:8888", "localhost:8889"]}]
@@ -246,7 +247,7 @@ def test_an_evaluator_reaches_the_workers_and_takes_no_part(
     holds), waits for no hello (the workers do not reach an evaluator), and is done: no finding."""
     config = {"cluster": {"worker": [f"127.0.0.1:{held_port}"]}, "task": {"type": "evaluator", "index": 0}}
     monkeypatch.setenv("TF_CONFIG", json.dumps(config))
-    run = run_gpucheck("--gpucheck-cluster", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
+    run = run_gpucheck("--gpucheck-cluster", "--gpucheck-framework=none", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
     assert layer(run)["state"] == "ok", run.report["findings"]
     (task,) = cluster_tasks(run)
     assert task["job"] == "evaluator" and task["stage"] == "done"

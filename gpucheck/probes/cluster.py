@@ -47,7 +47,15 @@ from gpucheck.facts import (
 )
 from gpucheck.isolation import ChildRunner
 from gpucheck.probes.clusterconfig import MWMS, PSS, own_address, read_config, split_address, tf_config_for
-from gpucheck.protocol import CLUSTER_SPEC_ENV, CLUSTER_WAIT_ENV, TIMEOUT_ENV, Checkpoint, stage, timeout_from_env
+from gpucheck.protocol import (
+    CLUSTER_COLLECTIVE_ENV,
+    CLUSTER_SPEC_ENV,
+    CLUSTER_WAIT_ENV,
+    TIMEOUT_ENV,
+    Checkpoint,
+    stage,
+    timeout_from_env,
+)
 
 #: How often a peer that refused is tried again, and the longest one connect or DNS lookup may take.
 RETRY_S = 0.25
@@ -82,8 +90,9 @@ def probe_cluster() -> Iterator[Checkpoint]:
     if config.source == "local":
         yield from _local(config, wait)
         return
-    for task, budget in run_task(config, wait):
-        yield Checkpoint(to_json(ClusterFacts("task", (task,), wait)), budget)
+    collective = os.environ.get(CLUSTER_COLLECTIVE_ENV) != "0"
+    for task, budget in run_task(config, wait, collective):
+        yield Checkpoint(to_json(ClusterFacts("task", (task,), wait, collective=collective)), budget)
 
 
 # --- one task -------------------------------------------------------------------------------------------
@@ -94,7 +103,7 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:600]}"
 
 
-def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFacts, float | None]]:
+def run_task(config: ClusterConfigFacts, wait: float, collective: bool = True) -> Iterator[tuple[TaskFacts, float | None]]:
     """This machine's task: its facts after each step, with the time the next step may take.
 
     The peers are reached before TensorFlow starts, with a plain listener on this task's port meanwhile
@@ -136,7 +145,7 @@ def run_task(config: ClusterConfigFacts, wait: float) -> Iterator[tuple[TaskFact
     finally:
         listener.close()
     task = replace(task, peers=peers, stage="peers")
-    if role == "evaluator" or any(p.state != "reachable" for p in peers):
+    if role == "evaluator" or not collective or any(p.state != "reachable" for p in peers):
         if role == "evaluator":
             task = replace(task, stage="done", error="an evaluator takes no part in the collective")
         yield task, None

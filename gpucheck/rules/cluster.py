@@ -64,7 +64,7 @@ def cluster_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return out
     out += _own_ports(cf, config)
     out += _peers(cf)
-    if not any(f.id == "cluster-peer-unreachable" for f in out) and not _tensorflow_broken(facts):
+    if cf.collective and not any(f.id == "cluster-peer-unreachable" for f in out) and not _tensorflow_broken(facts):
         out += _collectives(cf, outcome.exit.status, list(outcome.exit.stderr_tail), settings)
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpucheck.session import TENSORFLOW_BROKEN, Check
 
-CONFIG = ("cluster-config-invalid",)
+CONFIG = ("cluster-config-invalid", "cluster-config-note")
 PEERS = ("cluster-peer-unreachable",)
 COLLECTIVE = ("cluster-collective-failed",)
 

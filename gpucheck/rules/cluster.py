@@ -32,7 +32,7 @@ def config_finding(p: ConfigProblem, config: ClusterConfigFacts) -> Finding:
     # What TensorFlow tolerates (it runs each process alone) is a note unless a cluster was asked for.
     blocker = p.kind == "fatal" or (p.kind == "silent" and config.asked)
     return finding(
-        "cluster-config-invalid",
+        "cluster-config-invalid" if blocker else "cluster-config-note",
         Severity.BLOCKER if blocker else Severity.INFO,
         summary=f"{p.key}{value}: {p.problem}"[:400],
         cause=f"{_where(config)} is what every TensorFlow process of this job reads to find its place in the "

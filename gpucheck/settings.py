@@ -403,8 +403,8 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "also check the multi-worker cluster this task belongs to (the cluster layer): TF_CONFIG, or the Slurm "
         "step, or SPEC (local:N[+ps]: N workers and a ps on this machine's loopback; tf_config; slurm; a "
-        "TF_CONFIG JSON document): its configuration, its peers reached, and a real all-reduce over gRPC "
-        "(or the ps/worker smoke test). A set TF_CONFIG is validated on every run",
+        "TF_CONFIG JSON document; write it --gpucheck-cluster=SPEC): its configuration, its peers reached, and a "
+        "real all-reduce over gRPC (or the ps/worker smoke test). A set TF_CONFIG is validated on every run",
         "SPEC",
         const="auto",
     ),
@@ -413,7 +413,8 @@ OPTIONS: tuple[Option, ...] = (
         parse_seconds,
         "60",
         "seconds every peer of the cluster has to come up (each node starts its check when it starts) and the "
-        "collective to finish (default 60)",
+        "collective to finish; a task that answers but never joins is stopped 30 s after it, TensorFlow's "
+        "import and set-up (default 60)",
         "SECONDS",
     ),
 )

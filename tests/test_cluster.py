@@ -243,13 +243,26 @@ def test_nodes_given_the_cluster_in_different_orders(tmp_path: Path) -> None:
 def test_an_evaluator_reaches_the_workers_and_takes_no_part(
     run_gpucheck: Callable[..., GpucheckRun], monkeypatch: pytest.MonkeyPatch, held_port: int
 ) -> None:
-    """An evaluator outside the cluster (TensorFlow allows it): it reaches the worker (here a listener this test
-    holds), waits for no hello (the workers do not reach an evaluator), and is done: no finding."""
+    """An evaluator outside the cluster (TensorFlow allows it): it reads checkpoints and joins no collective, so it
+    has no port of its own and no peer to reach: done, no finding, even with the worker's port held by another
+    program."""
     config = {"cluster": {"worker": [f"127.0.0.1:{held_port}"]}, "task": {"type": "evaluator", "index": 0}}
     monkeypatch.setenv("TF_CONFIG", json.dumps(config))
     run = run_gpucheck("--gpucheck-cluster", "--gpucheck-framework=none", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
     assert layer(run)["state"] == "ok", run.report["findings"]
     (task,) = cluster_tasks(run)
-    assert task["job"] == "evaluator" and task["stage"] == "done"
-    assert [p["state"] for p in task["peers"]] == ["reachable"]
-    assert task["peers"][0]["seconds"] < SHORT_WAIT  # reached at once, not after the wait
+    assert task["job"] == "evaluator" and task["stage"] == "done" and task["peers"] == []
+
+
+def test_a_peer_that_answers_but_never_reaches_this_task(
+    run_gpucheck: Callable[..., GpucheckRun], monkeypatch: pytest.MonkeyPatch, held_port: int
+) -> None:
+    """Worker 1's port answers (a listener this test holds), but nothing there ever reaches worker 0: a one-way
+    firewall, or a program that is not a task of this cluster. Named as such after the wait, before TensorFlow."""
+    (own,) = free_ports(1)
+    monkeypatch.setenv("TF_CONFIG", two_workers(0, [own, held_port]))
+    run = run_gpucheck("--gpucheck-cluster", "--gpucheck-framework=none", f"--gpucheck-cluster-timeout={SHORT_WAIT}", timeout=BOUND_S)
+    f = run.finding("cluster-peer-unreachable")
+    assert f["subject"] == "worker:1" and f["evidence"]["state"] == "no-inbound"
+    assert "never reached this task" in f["evidence"]["error"]
+    assert outcome(run, "test_cluster_peers_reachable")["outcome"] == "failed"

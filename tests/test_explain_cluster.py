@@ -38,3 +38,23 @@ SINGLE_MACHINE = sorted(p for p in LOGS.rglob("*.log") if CLUSTER not in p.paren
 def test_no_single_machine_log_gets_a_cluster_cause(path: Path) -> None:
     findings, _classification, _rc = logs.explain(path.read_text(encoding="utf-8", errors="replace").splitlines())
     assert not [f.id for f in findings if f.id in CLUSTER_IDS and f.severity is not Severity.INFO]
+
+
+#: Single-machine lines with gRPC's words (TensorBoard's profiler, a GCS read), written from those tools' messages:
+#: without a task of a cluster in them, they are not a cluster's fault.
+SINGLE_MACHINE_GRPC = [
+    "tensorflow.python.framework.errors_impl.UnavailableError: failed to connect to all addresses",
+    "2024-01-01 10:00:00.000000: E tensorflow/core/profiler/rpc/client/profiler_client.cc:96] Failed to connect to "
+    "remote host: localhost:6009 UNAVAILABLE: failed to connect to all addresses",
+    'E0101 10:00:00.000000 1234 dns_resolver.cc:123] DNS resolution failed for storage.googleapis.com:443: '
+    "C-ares status is not ARES_SUCCESS",
+    "I0101 10:00:00.000000 1234 chttp2_transport.cc:1104] Socket closed",
+]
+
+
+@pytest.mark.parametrize("line", SINGLE_MACHINE_GRPC)
+def test_single_machine_grpc_errors_are_not_a_cluster_cause(line: str) -> None:
+    findings, _classification, _rc = logs.explain(
+        ["I0000 gpu_device.cc:2020] Created device /job:localhost/replica:0/task:0/device:GPU:0 with 79100 MB memory", line]
+    )
+    assert not [f.id for f in findings if f.id in CLUSTER_IDS], line

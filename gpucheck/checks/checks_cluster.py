@@ -28,7 +28,7 @@ def _not_asked(check: Check) -> str | None:
 def test_cluster_config(gpucheck_check: Check) -> None:
     """Is the cluster configuration (TF_CONFIG, the Slurm step, --gpucheck-cluster) valid as TensorFlow reads it:
     well-formed, this task's type and index in range, one address per task, roles a strategy takes, no
-    localhost in a cluster that spans hosts, ports that are ports, and this task's address this machine's?"""
+    localhost in a cluster that spans hosts, ports that are ports?"""
     gpucheck_check.verify("cluster", CONFIG, instead=())
 
 

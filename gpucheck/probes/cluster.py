@@ -4,13 +4,16 @@ Each node of a job runs the same ``pytest --gpucheck --gpucheck-cluster``; this 
 In order, every step bounded by the wait (``--gpucheck-cluster-timeout``), so that a peer that never
 comes is a finding, not a hang:
 
-1. **Its own address**: the address the configuration gives this task must be one of this machine's, and
-   its port free to bind (else who holds it, from ``/proc``).
-2. **TensorFlow**, in a thread: ``MultiWorkerMirroredStrategy`` (which starts this task's gRPC server and
-   then waits for every task to join its coordination service), or for a cluster with a ps job the
-   ``ParameterServerStrategy`` coordinator on the chief and a ``tf.distribute.Server`` on each worker and ps.
-3. **The peers**, meanwhile: each peer's name resolved and its port connected to, again and again until it
-   answers or the wait runs out (the peers start when their nodes do): DNS failure, refused, timeout.
+1. **Its own port** free to bind (else who holds it, from ``/proc``). The host part is not checked: TensorFlow's
+   server listens on every interface, and behind NAT or a Kubernetes Service the others use another address.
+2. **The peers** it must talk to (every task for ``MultiWorkerMirroredStrategy``; for a ps cluster, a worker
+   the chief and the ps, a ps the chief and the workers): each peer's name resolved and its port connected to,
+   again and again until it answers or the wait runs out (the peers start when their nodes do): DNS failure,
+   refused, timeout; and each must reach this task too (its hello, to a plain listener on this task's port).
+3. **TensorFlow**, only then: ``MultiWorkerMirroredStrategy`` (which starts this task's gRPC server and waits,
+   holding the GIL, for every task to join its coordination service: only the parent's timeout bounds it), or
+   for a cluster with a ps job the ``ParameterServerStrategy`` coordinator on the chief and a
+   ``tf.distribute.Server`` on each worker and ps.
 4. **The collective**: an all-reduce of known values (each replica adds ``replica id + 1``), its result
    checked, then its latency (16 bytes) and bandwidth (4 MiB; busbw as nccl-tests computes it); or the
    ps/worker smoke test: a variable on the ps, steps scheduled on the workers, an op run on each worker.
@@ -121,13 +124,14 @@ def run_task(config: ClusterConfigFacts, wait: float, collective: bool = True) -
     task = TaskFacts(job, index, address, stage="own port")
     if role == "evaluator" and not address:
         # An evaluator outside the cluster: no port of its own, nothing for the others to reach.
-        peers = reach_all(_peers(config), deadline)
-        yield replace(task, stage="done", peers=peers, error="an evaluator takes no part in the collective"), None
+        yield replace(task, stage="done", error="an evaluator takes no part in the collective"), None
         return
     stage("own port")
     state, err, holder = check_own_port(address)
     task = replace(task, own_port=state, own_port_error=err, holder=holder)
-    yield task, max(deadline - time.monotonic(), 1.0)
+    # No budget of its own for the peers: reaching them ends at the wait, give or take a lookup or a connect
+    # in flight; the child's own deadline (the wait and the margin) bounds it.
+    yield task, None
     if state != "free":
         return
     stage("peers")
@@ -261,11 +265,20 @@ def _work_name(role: str) -> str:
 
 
 def _peers(config: ClusterConfigFacts) -> list[tuple[str, int, str]]:
+    """The tasks this one talks to: every chief and worker for MultiWorkerMirroredStrategy; in a ps cluster
+    (whose device filters keep workers apart) a worker the chief and the ps, a ps the chief and the workers,
+    the chief everyone; an evaluator none (it reads checkpoints, it joins no collective)."""
     me = (config.task_type, config.task_index)
+    if config.task_type == "evaluator":
+        return []
+    if config.strategy == PSS:
+        talks = {"worker": ("chief", "ps"), "ps": ("chief", "worker")}.get(config.task_type or "", ("chief", "worker", "ps"))
+    else:
+        talks = ("chief", "worker")
     return [
         (job.name, i, address)
         for job in config.jobs
-        if job.name != "evaluator"
+        if job.name in talks
         for i, address in enumerate(job.addresses)
         if (job.name, i) != me
     ]
@@ -284,6 +297,8 @@ def _resolve(host: str, port: int, limit: float) -> list[str] | str:
             box["ips"] = list(dict.fromkeys(str(info[4][0]) for info in infos))
         except OSError as exc:
             box["error"] = f"{host} does not resolve ({exc.strerror or exc})"
+        except (UnicodeError, ValueError) as exc:
+            box["error"] = f"{host} is not a valid host name ({exc})"
 
     t = threading.Thread(target=lookup, daemon=True)
     t.start()

@@ -228,7 +228,7 @@ def _task(task: Any, present: bool, bad: Any) -> tuple[str | None, int | None]:
             bad("task.index", raw, "'task.index' is not a number: TensorFlow's int() fails on it")
         else:
             if isinstance(raw, float) and not raw.is_integer():
-                bad("task.index", raw, f"'task.index' is {raw}, which TensorFlow truncates to {index}")
+                bad("task.index", raw, f"'task.index' is {raw}, which TensorFlow truncates to {index}", "silent")
             if index < 0:
                 bad("task.index", raw, "'task.index' is negative")
                 index = None
@@ -281,6 +281,10 @@ def split_address(address: str) -> tuple[str, int] | str:
             return "an IPv6 address must be written [address]:port"
     if not host:
         return "it has no host"
+    try:
+        host.encode("idna")  # an empty label (a..b), a label over 63 characters: no name server takes it
+    except UnicodeError:
+        return f"{host!r} is not a valid host name"
     if not (port_text.isascii() and port_text.isdigit()) or len(port_text) > 5:
         return f"the port {port_text!r} is not a port number"
     port = int(port_text)

@@ -86,11 +86,11 @@ def _own_ports(cf: ClusterFacts, config: ClusterConfigFacts) -> list[Finding]:
                 finding(
                     "cluster-config-invalid",
                     Severity.BLOCKER,
-                    summary=(t.own_port_error or f"task {_name(t)}: its address is not this machine's")[:400],
+                    summary=(t.own_port_error or f"task {_name(t)}: its address is not host:port")[:400],
                     cause=f"{_where(config)} gives this task ({t.job}, index {t.index}) the address {t.address}; "
-                    "the other tasks connect there to reach it, so it must name this machine.",
-                    remedy="Give each node its own task index (the position of its own address in the cluster "
-                    "list), and addresses the other nodes resolve to this machine.",
+                    "its server listens on that port and the other tasks connect there, so it must be host:port.",
+                    remedy="Write every address as host:port (an IPv6 address as [address]:port), with a port "
+                    "from 1 to 65535.",
                     evidence={"task": _name(t), "address": t.address, "own_port": t.own_port},
                     subject=f"{t.job}:{t.index}",
                 )
@@ -190,8 +190,10 @@ def _collectives(cf: ClusterFacts, status: str, tail: list[str], settings: Setti
         lines = list(t.exit_detail) or tail
         ended = t.exit_status or status
         run = t.collective
-        if (t.stage == "done" and (run is None or run.correct)) or t.stage in ("config", "own port"):
-            continue  # done, or stopped before the collective for a reason named already
+        if (t.stage == "done" and (run is None or run.correct)) or (
+            t.stage in ("config", "own port") and t.own_port != "free"
+        ):
+            continue  # done, or stopped at its own port for a reason named already
         evidence: dict[str, Any] = {
             "task": _name(t),
             "stage": t.stage,

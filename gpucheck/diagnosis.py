@@ -136,9 +136,7 @@ class Diagnosis:
                 self._not_run[probe.name] = why
         own = [p for p in self._probes if p.within is None]
         futures = {
-            p.name: _in_daemon_thread(
-                self.runner.run, p.target, p.timeout(settings) if p.timeout else settings.timeout, self._child_env(p)
-            )
+            p.name: _in_daemon_thread(self.runner.run, p.target, p.time_limit(settings), self._child_env(p))
             for p in own
         }
         self._pending = {
@@ -151,13 +149,11 @@ class Diagnosis:
         # the TensorFlow child gets the steps the registry lists.
         env = {
             **dict(probe.env),
-            TIMEOUT_ENV: f"{self.settings.timeout:g}",
+            TIMEOUT_ENV: f"{probe.time_limit(self.settings):g}",
             DEEP_ENV: "1" if self.settings.deep else "0",
         }
         if probe.settings_env is not None:
             env.update(probe.settings_env(self.settings))
-        if probe.timeout is not None:
-            env[TIMEOUT_ENV] = f"{probe.timeout(self.settings):g}"
         if probe is layers.TENSORFLOW_PROBE:
             env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in layers.tf_steps(self.settings))
         return env

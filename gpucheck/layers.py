@@ -75,6 +75,9 @@ class ChildProbe:
     #: Variables set for the child from the settings (the cluster spec and the wait).
     settings_env: Callable[[Settings], dict[str, str]] | None = None
 
+    def time_limit(self, settings: Settings) -> float:
+        return self.timeout(settings) if self.timeout is not None else settings.timeout
+
 
 @dataclass(frozen=True)
 class TfStep:

@@ -32,13 +32,18 @@ TIMEOUT_ENV = "GPUCHECK_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0
 
 
+def seconds_from_env(name: str, default: float) -> float:
+    """A positive number of seconds the parent handed this child in ``name``, or ``default``."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def timeout_from_env() -> float:
     """The timeout the parent gave this child (GPUCHECK_TIMEOUT), or the default."""
-    try:
-        value = float(os.environ.get(TIMEOUT_ENV, ""))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    return seconds_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
 @dataclass(frozen=True)

@@ -303,7 +303,8 @@ def parse_gpu_count(text: str) -> int:
 
 #: The most tasks ``--gpucheck-cluster=local:N`` starts (each a TensorFlow process on this machine).
 MAX_LOCAL_WORKERS = 8
-_LOCAL_CLUSTER = re.compile(r"^local:(\d+)(\+ps)?$")
+#: ``local:N`` or ``local:N+ps``.
+LOCAL_CLUSTER = re.compile(r"^local:(\d+)(\+ps)?$")
 
 
 def parse_cluster(text: str) -> str | None:
@@ -318,7 +319,7 @@ def parse_cluster(text: str) -> str | None:
         return "auto"
     if low in ("tf_config", "slurm"):
         return low
-    m = _LOCAL_CLUSTER.match(low)
+    m = LOCAL_CLUSTER.match(low)
     if m:
         if not 1 <= int(m.group(1)) <= MAX_LOCAL_WORKERS:
             raise ValueError(f"local:N must start 1 to {MAX_LOCAL_WORKERS} workers")

@@ -56,6 +56,7 @@ from gpucheck.protocol import (
     CLUSTER_WAIT_ENV,
     TIMEOUT_ENV,
     Checkpoint,
+    seconds_from_env,
     stage,
     timeout_from_env,
 )
@@ -76,16 +77,8 @@ LOCAL_MARGIN_S = 20.0
 PROBE_TARGET = "gpucheck.probes.cluster:probe_cluster"
 
 
-def wait_from_env() -> float:
-    try:
-        value = float(os.environ.get(CLUSTER_WAIT_ENV, ""))
-    except ValueError:
-        return 60.0
-    return value if value > 0 else 60.0
-
-
 def probe_cluster() -> Iterator[Checkpoint]:
-    wait = wait_from_env()
+    wait = seconds_from_env(CLUSTER_WAIT_ENV, 60.0)
     config = read_config(os.environ.get(CLUSTER_SPEC_ENV) or None, os.environ)
     if config.blocking():
         yield Checkpoint(to_json(ClusterFacts("task", wait_s=wait, setup_error="the cluster configuration is invalid")))
@@ -127,15 +120,15 @@ def run_task(config: ClusterConfigFacts, wait: float, collective: bool = True) -
         yield replace(task, stage="done", error="an evaluator takes no part in the collective"), None
         return
     stage("own port")
-    state, err, holder = check_own_port(address)
+    state, err, holder, sock = check_own_port(address)
     task = replace(task, own_port=state, own_port_error=err, holder=holder)
     # No budget of its own for the peers: reaching them ends at the wait, give or take a lookup or a connect
     # in flight; the child's own deadline (the wait and the margin) bounds it.
     yield task, None
-    if state != "free":
+    if sock is None:
         return
     stage("peers")
-    listener = _Listener(address)
+    listener = _Listener(sock)
     try:
         others = _peers(config)
         # The hello names this task by its address: a peer whose cluster spec gives this task another place
@@ -183,16 +176,14 @@ class _Listener:
     has already started and connects with gRPC is refused and retries, rather than waiting on a socket
     that never answers its handshake."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, sock: socket.socket) -> None:
         self.heard: set[str] = set()
         self._stop = threading.Event()
-        self._sock = _bind_listener(address)
-        if self._sock is not None:
-            self._sock.settimeout(0.2)
-            threading.Thread(target=self._serve, name="gpucheck-cluster-listener", daemon=True).start()
+        self._sock = sock
+        sock.settimeout(0.2)
+        threading.Thread(target=self._serve, name="gpucheck-cluster-listener", daemon=True).start()
 
     def _serve(self) -> None:
-        assert self._sock is not None
         while not self._stop.is_set():
             try:
                 conn, _addr = self._sock.accept()
@@ -222,26 +213,35 @@ class _Listener:
 
     def close(self) -> None:
         self._stop.set()
-        if self._sock is not None:
-            self._sock.close()
+        self._sock.close()
 
 
-def _bind_listener(address: str) -> socket.socket | None:
-    parsed = split_address(address)
-    if isinstance(parsed, str):
-        return None
-    for family, any_addr in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
-        s = socket.socket(family, socket.SOCK_STREAM)
+def _listen(port: int) -> socket.socket:
+    """A socket listening on ``port`` of every interface, as gRPC's server binds it: IPv6 and IPv4 at once, or
+    IPv4 alone where the machine has no IPv6. :class:`OSError` as bind raises it (EADDRINUSE: the port is taken)."""
+    try:
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
         try:
-            if family == socket.AF_INET6:
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((any_addr, parsed[1]))
+            s.bind(("::", port))
             s.listen(128)
             return s
         except OSError:
             s.close()
-    return None
+            raise
+    except OSError as exc:
+        if exc.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+            raise
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        s.listen(128)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def _role(config: ClusterConfigFacts) -> str:
@@ -308,35 +308,23 @@ def _resolve(host: str, port: int, limit: float) -> list[str] | str:
     return box.get("ips") or box.get("error") or f"{host} resolves to no address"
 
 
-def check_own_port(address: str) -> tuple[str, str | None, str | None]:
-    """("free" | "taken" | "bad-address", why, who holds the port)."""
+def check_own_port(address: str) -> tuple[str, str | None, str | None, socket.socket | None]:
+    """("free" | "taken" | "bad-address", why, who holds the port, and where it is free the listener this task
+    keeps on it while it reaches its peers: binding it is the test)."""
     parsed = split_address(address)
     if isinstance(parsed, str):
-        return "bad-address", f"this task's address {address!r} is not host:port: {parsed}", None
+        return "bad-address", f"this task's address {address!r} is not host:port: {parsed}", None, None
     # Only the port: TensorFlow's server listens on every interface, and the host part need not resolve here,
     # nor be one of this machine's addresses (behind NAT or a Kubernetes Service the others use another).
     port = parsed[1]
-    for family, any_addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
-        try:
-            with socket.socket(family, socket.SOCK_STREAM) as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                s.bind((any_addr, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                holder = port_holder(port)
-                return (
-                    "taken",
-                    f"port {port} of this task's address {address} is already in use"
-                    + (f" by {holder}" if holder else "")
-                    + ": TensorFlow's gRPC server cannot listen there",
-                    holder,
-                )
-            if exc.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
-                continue  # no IPv6 on this machine
-            return "taken", f"port {port} of this task's address {address} cannot be bound ({exc.strerror})", None
-    return "free", None, None
+    try:
+        return "free", None, None, _listen(port)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            return "taken", f"port {port} of this task's address {address} cannot be bound ({exc.strerror})", None, None
+    holder = port_holder(port)
+    why = f"port {port} of this task's address {address} is already in use" + (f" by {holder}" if holder else "")
+    return "taken", why + ": TensorFlow's gRPC server cannot listen there", holder, None
 
 
 def port_holder(port: int) -> str | None:

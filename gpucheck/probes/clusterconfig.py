@@ -28,9 +28,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from gpucheck.facts import ClusterConfigFacts, ClusterJob, ConfigProblem
+from gpucheck.settings import LOCAL_CLUSTER
 
 #: The variables this reads (recorded as facts, ``gpucheck.probes.host.ENVIRONMENT_KEYS``).
 CLUSTER_ENVIRONMENT_KEYS = (
@@ -54,12 +56,9 @@ QUOTE_CHARS = 200
 MWMS = "MultiWorkerMirroredStrategy"
 PSS = "ParameterServerStrategy"
 
-_LOCAL = re.compile(r"^local:(\d+)(\+ps)?$")
-
-
 def local_counts(spec: str) -> tuple[int, int]:
     """Workers and parameter servers of a ``local:N[+ps]`` spec."""
-    m = _LOCAL.match(spec)
+    m = LOCAL_CLUSTER.match(spec)
     if not m:
         raise ValueError(f"not a local spec: {spec!r}")
     return int(m.group(1)), 1 if m.group(2) else 0
@@ -121,18 +120,18 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
     base = ClusterConfigFacts(source=source, asked=asked, text=quote(text))
     if not text.strip():
         bad("", text, f"{where} is set but empty: TensorFlow's json.loads fails on it; unset it or give the cluster")
-        return _with(base, problems)
+        return replace(base, problems=tuple(problems))
     try:
         doc = json.loads(text)
     except ValueError as exc:
         bad("", text, f"{where} is not valid JSON ({exc}): TensorFlow's json.loads fails on it, in every process")
-        return _with(base, problems)
+        return replace(base, problems=tuple(problems))
     if not isinstance(doc, dict):
         bad("", text, f"{where} must be a JSON object with 'cluster' and 'task', not a {type(doc).__name__}")
-        return _with(base, problems)
+        return replace(base, problems=tuple(problems))
     if not doc:
         bad("", text, f"{where} is {{}}: TensorFlow then runs every process as a single machine", "silent")
-        return _with(base, problems)
+        return replace(base, problems=tuple(problems))
     jobs = _jobs(doc.get("cluster"), bad) if "cluster" in doc else None
     if jobs is None and "cluster" not in doc:
         bad(
@@ -157,10 +156,6 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
         strategy=strategy,
         problems=tuple(problems),
     )
-
-
-def _with(base: ClusterConfigFacts, problems: list[ConfigProblem]) -> ClusterConfigFacts:
-    return ClusterConfigFacts(source=base.source, asked=base.asked, text=base.text, problems=tuple(problems))
 
 
 def _jobs(cluster: Any, bad: Any) -> tuple[ClusterJob, ...] | None:
@@ -436,7 +431,7 @@ def _from_slurm(env: Mapping[str, str | None]) -> ClusterConfigFacts:
         except ValueError as exc:
             bad("SLURM_STEP_TASKS_PER_NODE", per_node_text, f"SLURM_STEP_TASKS_PER_NODE is not a tasks-per-node list: {exc}")
     if problems or hosts is None or per_node is None or rank is None or count is None:
-        return ClusterConfigFacts(**{**_fields(base), "problems": tuple(problems)})
+        return replace(base, problems=tuple(problems))
     if len(hosts) != len(per_node):
         bad(
             "SLURM_STEP_TASKS_PER_NODE",
@@ -490,20 +485,14 @@ def _from_slurm(env: Mapping[str, str | None]) -> ClusterConfigFacts:
             + "), so the tasks connect to the wrong nodes; give the nodes names of equal width, or build the "
             "cluster spec yourself",
         )
-    return ClusterConfigFacts(
-        **{
-            **_fields(base),
-            "jobs": (ClusterJob("worker", tuple(addresses)),),
-            "task_type": "worker",
-            "task_index": rank if rank_ok else None,
-            "strategy": MWMS,
-            "problems": tuple(problems),
-        }
+    return replace(
+        base,
+        jobs=(ClusterJob("worker", tuple(addresses)),),
+        task_type="worker",
+        task_index=rank if rank_ok else None,
+        strategy=MWMS,
+        problems=tuple(problems),
     )
-
-
-def _fields(facts: ClusterConfigFacts) -> dict[str, Any]:
-    return {name: getattr(facts, name) for name in facts.__dataclass_fields__}
 
 
 def own_address(config: ClusterConfigFacts) -> str | None:

@@ -155,7 +155,7 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def _error(prog: str, sentence: str, status: int) -> int:
-    from gpucheck.settings import one_line
+    from gpucheck.reportfile import one_line
 
     sys.stderr.write(f"{prog}: {one_line(sentence)}\n")
     return status

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
-from gpucheck.jsonfile import Unreadable, read_json
+from gpucheck.jsonfile import Unreadable, number, read_json
 
 #: Exit statuses (DESIGN.md, "Contract: comparing runs").
 NO_REGRESSION, REGRESSION, UNUSABLE = 0, 1, 2
@@ -45,7 +45,6 @@ NO_REGRESSION, REGRESSION, UNUSABLE = 0, 1, 2
 ALPHA = 0.05
 #: Fewer rounds than this in either run: the rank test cannot tell, the saved statistics decide.
 MIN_ROUNDS_FOR_TEST = 4
-METRICS = ("median", "mean", "min", "max")
 #: ``extra_info`` figures compared, and whether higher is better.
 FIGURES: dict[str, bool] = {
     "tflops": True,
@@ -195,7 +194,7 @@ def _bench(item: Any) -> Bench | None:
     stats = item.get("stats")
     if not isinstance(name, str) or not isinstance(stats, dict):
         return None
-    numbers = {k: f for k, v in stats.items() if (f := _finite(v)) is not None}
+    numbers = {k: f for k, v in stats.items() if (f := number(v)) is not None}
     if not all(k in numbers for k in ("median", "min", "max", "mean")):
         return None
     data = stats.get("data")
@@ -211,19 +210,8 @@ def _bench(item: Any) -> Bench | None:
     return Bench(name, numbers, rounds, extra if isinstance(extra, dict) else {})
 
 
-def _finite(x: Any) -> float | None:
-    """``x`` as a finite float, or None (a string, a bool, NaN, an infinity, an integer beyond floats)."""
-    if not isinstance(x, int | float) or isinstance(x, bool):
-        return None
-    try:
-        value = float(x)
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) else None
-
-
 def _number(x: Any) -> bool:
-    return _finite(x) is not None
+    return number(x) is not None
 
 
 def _str(x: Any) -> str | None:

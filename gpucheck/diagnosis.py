@@ -14,35 +14,27 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent import futures
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from gpucheck import __version__, layers
+from gpucheck import __version__, registry
+from gpucheck.blocking import LayerState, consequence_of, layer_states, root_cause
 from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
 from gpucheck.isolation import ChildRunner
-from gpucheck.layers import ChildProbe, PreStart
-from gpucheck.model import RUN_LAYER, Finding, Severity, finding, root_cause, verdict
-from gpucheck.probes.clusterconfig import read_config
+from gpucheck.layers import checked
+from gpucheck.model import Finding, Severity, finding, verdict
 from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
 from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
+from gpucheck.rules.nvml import gpu_subjects
 from gpucheck.settings import Settings
+from gpucheck.unit import ChildProbe, PreStart
 
 #: How long an abandoned diagnosis waits for the threads of its killed children to record them.
 ABANDON_WAIT_S = 2.0
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class LayerState:
-    layer: str
-    #: "ok", "broken", "degraded", "blocked" or "not checked".
-    state: str
-    finding_ids: tuple[str, ...]
-    #: The id of what blocks it, when it is blocked.
-    blocked_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -54,19 +46,14 @@ class Result:
     verdict: str
     layers: tuple[LayerState, ...]
     complete: bool
-
-    def blocked_by(self, layer: str, needs: tuple[str, ...] = (), subject: str | None = None) -> Finding | None:
-        """The blocker of the lowest broken layer that ``layer`` needs (directly or through others), or that
-        the question needs beyond its layer (``needs``); the run pseudo layer blocks everything."""
-        wanted = layers.requires(layer).union(*(layers.requires(n) | {n} for n in needs))
-        return layers.blocker_among(self.findings, wanted, subject)
+    #: Why a question could not be looked at, by the id it is named after (``Unit.not_checked``).
+    unchecked: Mapping[str, str] = field(default_factory=dict)
+    #: The GPUs the per-GPU checks are about ("GPU-0"), as NVML lists them.
+    gpus: tuple[str, ...] = ()
 
     def cause_blocked_by(self, f: Finding) -> Finding | None:
         """What blocks the finding ``f`` itself: a broken layer its evidence needs (a consequence of it)."""
-        return layers.consequence_of(self.findings, f)
-
-    def findings_for(self, ids: tuple[str, ...] | list[str]) -> list[Finding]:
-        return [f for f in self.findings if f.id in ids]
+        return consequence_of(self.findings, f)
 
     def facts_json(self) -> dict[str, Any]:
         return to_json(self.facts) if self.facts is not None else self.partial_facts
@@ -124,12 +111,12 @@ class Diagnosis:
         self._result: Result | None = None
         # In-process and quick: what decides which children are worth starting.
         self._hardware = probe_hardware()
-        self._environment = probe_environment()
+        self._environment = probe_environment(registry.environment_keys())
         pre = PreStart(len(self._hardware.nvidia_gpus), self._environment, settings)
         self._probes: list[ChildProbe] = []
         self._not_run: dict[str, str] = {}
-        for probe in layers.probes(settings):
-            why = probe.when(pre) if probe.when is not None else None
+        for probe in registry.probes(settings):
+            why = probe.skip_reason(pre) if probe.skip_reason is not None else None
             if why is None:
                 self._probes.append(probe)
             else:
@@ -154,8 +141,8 @@ class Diagnosis:
         }
         if probe.settings_env is not None:
             env.update(probe.settings_env(self.settings))
-        if probe is layers.TENSORFLOW_PROBE:
-            env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in layers.tf_steps(self.settings))
+        if probe is registry.TENSORFLOW_PROBE:
+            env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in registry.tf_steps(self.settings))
         return env
 
     def result(self) -> Result:
@@ -204,11 +191,11 @@ class Diagnosis:
         if result.facts is None:
             return result
         facts = result.facts
-        for probe in layers.measured_after(self.settings):
+        for probe in registry.measured_after(self.settings):
             child_env = {**self._child_env(probe), TIMEOUT_ENV: f"{timeout:g}", **env}
             exit_, data = self.runner.run(probe.target, timeout, child_env)
             outcome = ProbeOutcome(probe.name, exit_, from_json(probe.facts_cls, data) if data is not None else None)
-            facts = replace(facts, **{probe.field: outcome})  # type: ignore[arg-type]
+            facts = facts.with_field(probe.field, outcome)
         with self._lock:
             self._result = self._judge(facts)
             return self._result
@@ -217,66 +204,37 @@ class Diagnosis:
         hardware = self._hardware
         kernel = probe_kernel(len(hardware.nvidia_gpus))
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
-        outcomes = {field: pending.outcome() for field, pending in self._pending.items()}
+        outcomes = {name: pending.outcome() for name, pending in self._pending.items()}
+        units: dict[str, Any] = dict.fromkeys(registry.unit_fields())
+        units.update({r.field: r.read(self.settings, self._environment) for r in registry.in_process()})
+        units.update({name: o for name, o in outcomes.items() if name in units})
         facts = Facts(
             hardware=hardware,
             kernel=kernel,
             visibility=visibility,
-            **outcomes,
+            **{name: o for name, o in outcomes.items() if name not in units},
+            units=units,
             not_run=dict(self._not_run),
             environment=self._environment,
-            cluster_config=read_config(self.settings.cluster, self._environment),
         )
         return self._judge(facts)
 
     def _judge(self, facts: Facts) -> Result:
-        findings = tuple(finding for rule in layers.rules() for finding in rule(facts, self.settings))
+        findings = tuple(f for r in registry.rules() for f in r.rule(facts, self.settings))
         rc = root_cause(findings)
         # A layer measured after the diagnosis is "not checked" until it has been (its items deselected).
-        unmeasured = {
-            layer.name
-            for layer in layers.LAYERS
-            if layer.after is not None and getattr(facts, layer.after.field) is None
-        }
+        unmeasured = {p.layer for p in registry.measured_after(self.settings) if facts.unit(p.field) is None}
         return Result(
             facts=facts,
             partial_facts={},
             findings=findings,
             root_cause=rc,
             verdict=verdict(findings),
-            layers=layer_states(findings, rc, layers.checked(self.settings) - unmeasured),
+            layers=layer_states(findings, rc, checked(self.settings) - unmeasured),
             complete=True,
+            unchecked=registry.not_checked(facts, self.settings),
+            gpus=gpu_subjects(facts),
         )
-
-
-def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: frozenset[str]) -> tuple[LayerState, ...]:
-    """Each layer: "blocked" by a broken layer it needs, "broken", "degraded", "ok" or "not checked". A
-    fault whose own evidence needs a broken layer (memory-config-failed needs TensorFlow) is that layer's
-    consequence: it leaves its layer blocked rather than broken."""
-    states = []
-    for layer in layers.LAYERS:
-        here = [f for f in findings if f.layer == layer.name and f.is_fault]
-        ids = tuple(dict.fromkeys(f.id for f in here))
-        blocker = layers.layer_blocker(findings, layer.name)
-        causes = [(f, layers.consequence_of(findings, f)) for f in here]
-        free = [f for f, by in causes if by is None]
-        consequence = next((by for _f, by in causes if by is not None), None)
-        if layer.name not in checked:
-            state, by = "not checked", None
-        elif blocker is not None:
-            state, by = "blocked", blocker.id
-        elif any(f.severity is Severity.BLOCKER for f in free):
-            state, by = "broken", None
-        elif free:
-            state, by = "degraded", None
-        elif consequence is not None:
-            state, by = "blocked", consequence.id
-        else:
-            state, by = "ok", None
-        states.append(LayerState(layer.name, state, ids, by))
-    if rc is not None and rc.layer == RUN_LAYER:
-        states = [LayerState(s.layer, "not checked", s.finding_ids) for s in states]
-    return tuple(states)
 
 
 def environment() -> dict[str, str]:

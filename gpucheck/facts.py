@@ -605,179 +605,6 @@ class PlacementFacts:
     env: dict[str, str | None]
 
 
-# --- performance (the benchmark child, after the diagnosis) ---------------------------
-
-
-@dataclass(frozen=True)
-class BenchmarkRun:
-    """One benchmark of the plan (``gpucheck.probes.benchplan.Spec``) as the benchmark child measured it."""
-
-    #: The pytest item's name (``test_matmul[GPU:0-bfloat16]``), its kind and parameter id.
-    name: str
-    kind: str
-    param: str
-    devices: tuple[str, ...]
-    #: Separate hardware (GPUs), not logical CPU devices that share the CPU's cores.
-    physical: bool
-    #: The work one round does (e.g. chained matmuls), timed as a whole and synchronised once: the
-    #: per-round times divided by it are the times of one unit of work.
-    iterations: int = 1
-    #: Seconds per round, as measured (warm-up, tracing and compilation are not in them).
-    rounds: tuple[float, ...] = ()
-    #: Derived figures: tflops, gbps, speedup, efficiency, device, dtype, shape ...
-    extra_info: dict[str, Any] = field(default_factory=dict)
-    #: Why it could not be measured (the exception's text), or None.
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class PerformanceFacts:
-    tensorflow: str | None
-    #: TensorFlow's logical devices in the benchmark process (the CPU split into logical devices).
-    devices: tuple[str, ...]
-    benchmarks: tuple[BenchmarkRun, ...]
-    #: What kept the benchmarks from starting (TensorFlow not importable, the devices not set up).
-    setup_error: str | None = None
-    #: Whether every benchmark of the plan was attempted (False when the child was stopped partway).
-    finished: bool = False
-    #: The names of the benchmarks the plan asked for.
-    planned: tuple[str, ...] = ()
-
-
-# --- the cluster layer ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClusterJob:
-    """One job of a cluster spec: its name (``worker``, ``chief``, ``ps``, ``evaluator``) and its tasks'
-    addresses (``host:port``) by task index."""
-
-    name: str
-    addresses: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ConfigProblem:
-    """What is wrong with a cluster configuration: where (``TF_CONFIG task.index``, ``SLURM_PROCID``), the
-    value found there (as given, cut short), and the problem in a sentence."""
-
-    key: str
-    value: str | None
-    problem: str
-    #: "fatal": TensorFlow raises on it or the cluster cannot form; "silent": TensorFlow runs each process as a
-    #: single machine without a word (a fault when --gpucheck-cluster asks for a cluster, a note otherwise);
-    #: "note": what a program using the resolver's defaults would meet (SlurmClusterResolver's GPU split).
-    kind: str = "fatal"
-
-
-@dataclass(frozen=True)
-class ClusterConfigFacts:
-    """The multi-worker configuration of this run, read as TensorFlow's cluster resolvers read it."""
-
-    #: "TF_CONFIG", "slurm", "local", "--gpucheck-cluster" (a spec given there), or None: no cluster.
-    source: str | None
-    #: Whether --gpucheck-cluster asked for the peers to be reached and a collective run.
-    asked: bool
-    #: The configuration as given (the TF_CONFIG text, the spec), cut short.
-    text: str | None = None
-    jobs: tuple[ClusterJob, ...] = ()
-    task_type: str | None = None
-    task_index: int | None = None
-    #: The strategy the cluster is for: "MultiWorkerMirroredStrategy", or "ParameterServerStrategy" with a ps job.
-    strategy: str | None = None
-    #: ``local:N[+ps]``: the workers and parameter servers started on this machine's loopback.
-    local_workers: int = 0
-    local_ps: int = 0
-    problems: tuple[ConfigProblem, ...] = ()
-    #: For Slurm: the node this task runs on (SLURMD_NODENAME), when Slurm says.
-    node: str | None = None
-
-    def blocking(self) -> list[ConfigProblem]:
-        """The problems that keep the cluster from forming as asked: every fatal one, and with --gpucheck-cluster
-        the silent ones too (a cluster was asked for, and TensorFlow would run each process alone)."""
-        return [p for p in self.problems if p.kind == "fatal" or (p.kind == "silent" and self.asked)]
-
-
-@dataclass(frozen=True)
-class PeerReach:
-    """Whether one other task of the cluster could be reached from this one."""
-
-    job: str
-    index: int
-    address: str
-    #: "reachable", "dns-failed", "refused", "timeout", "unreachable", "bad-address", "no-inbound" (reached, but
-    #: it never reached this task) or "not tried".
-    state: str
-    resolved: tuple[str, ...] = ()
-    error: str | None = None
-    #: Seconds from the first try until it answered (or until this task stopped waiting).
-    seconds: float | None = None
-    attempts: int = 0
-
-
-@dataclass(frozen=True)
-class CollectiveRun:
-    """A real collective across the cluster, from one task's side."""
-
-    #: "all-reduce" (MultiWorkerMirroredStrategy over gRPC) or "parameter-server" (the ps/worker smoke test).
-    kind: str
-    replicas: int
-    #: The value every element must have, and what this task got (the first elements).
-    expected: float
-    got: tuple[float, ...]
-    correct: bool
-    #: Median seconds of a tiny all-reduce (16 bytes), and its rounds.
-    latency_s: float | None = None
-    latency_rounds: tuple[float, ...] = ()
-    #: A large all-reduce: its bytes, median seconds, and the algorithm and bus bandwidth (nccl-tests' busbw).
-    bytes: int = 0
-    seconds: float | None = None
-    algbw_gbps: float | None = None
-    busbw_gbps: float | None = None
-    #: The parameter-server smoke test: the devices the variables were placed on, and the workers that ran a step.
-    variable_devices: tuple[str, ...] = ()
-    workers_stepped: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class TaskFacts:
-    """One task of the cluster: this machine's own (TF_CONFIG, Slurm), or one of the ``local:N`` children."""
-
-    job: str
-    index: int
-    address: str
-    #: "free", "taken", "bad-address", or "not tried".
-    own_port: str = "not tried"
-    own_port_error: str | None = None
-    #: Who holds the port when it is taken ("pid 1234: python -m http.server 2222"), where /proc says.
-    holder: str | None = None
-    peers: tuple[PeerReach, ...] = ()
-    tensorflow: str | None = None
-    #: The strategy this task joined ("MultiWorkerMirroredStrategy", "ParameterServerStrategy", "Server").
-    strategy: str | None = None
-    #: The last step it reached: "config", "own port", "peers", "strategy", "collective", "done".
-    stage: str = "config"
-    collective: CollectiveRun | None = None
-    #: What TensorFlow raised (its type and message), or why this task stopped waiting.
-    error: str | None = None
-    #: How the process of a ``local:N`` task ended ("ok", "crashed", "timeout"), with its last output lines.
-    exit_status: str | None = None
-    exit_detail: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ClusterFacts:
-    """What the cluster child found: this task's view (``mode`` "task"), or every ``local:N`` task's ("local")."""
-
-    mode: str
-    tasks: tuple[TaskFacts, ...] = ()
-    #: The seconds each task had for its peers to come up and the collective to finish.
-    wait_s: float | None = None
-    setup_error: str | None = None
-    #: Whether the collective was asked for (not with --gpucheck-framework=none: the peers only).
-    collective: bool = True
-
-
 # --- a probe that ran in a child process ----------------------------------------------
 
 
@@ -814,33 +641,51 @@ class Facts:
     nvml: ProbeOutcome[NvmlFacts]
     #: None with --gpucheck-framework=none (and so are libraries and placement).
     framework: ProbeOutcome[FrameworkFacts] | None = None
-    #: CUDA libraries TensorFlow needs (issue 4); None when that probe was not run.
+    #: CUDA libraries TensorFlow needs; None when that probe was not run.
     libraries: ProbeOutcome[LibrariesFacts] | None = None
-    #: Placement, numerics, memory configuration and XLA (issue 5); None when that probe was not run.
+    #: Placement, numerics, memory configuration and XLA; None when that probe was not run.
     placement: ProbeOutcome[PlacementFacts] | None = None
     #: Memory growth, in a TensorFlow process of its own; None when not tried (``not_run`` says why).
     memory_growth: ProbeOutcome[MemoryConfigFacts] | None = None
     #: TF_GPU_ALLOCATOR=cuda_malloc_async, in a TensorFlow process of its own; None when not tried.
     cuda_malloc_async: ProbeOutcome[MemoryConfigFacts] | None = None
-    #: The performance layer's benchmarks (--gpucheck-benchmarks): measured after the layers below, in a
-    #: TensorFlow process of their own; None when not measured.
-    performance: ProbeOutcome[PerformanceFacts] | None = None
-    #: The cluster configuration (TF_CONFIG, Slurm, --gpucheck-cluster), read in-process: None when the
-    #: run did not read one (facts made before the cluster layer existed).
-    cluster_config: ClusterConfigFacts | None = None
-    #: The cluster child (--gpucheck-cluster): peers reached and a collective run; None when not run.
-    cluster: ProbeOutcome[ClusterFacts] | None = None
+    #: The units' facts by field (``performance``, ``cluster_config``, ``cluster``): each unit reads its own
+    #: through a typed accessor of its package; in JSON they stand beside the fields above. A unit this run
+    #: did not check has its field, as None.
+    units: dict[str, Any] = field(default_factory=dict, metadata={"flatten": True})
     #: Child probes not started, and why (``memory-growth``: "no NVIDIA GPU on the PCI bus").
     not_run: dict[str, str] = field(default_factory=dict)
     #: The environment variables the rules weigh (``gpucheck.probes.host.ENVIRONMENT_KEYS``), as this run
     #: saw them: rules read them here, never from ``os.environ``.
     environment: dict[str, str | None] = field(default_factory=dict)
 
+    def unit(self, name: str) -> Any:
+        """A unit's facts field (None when this run has none): read through the unit's typed accessor."""
+        return self.units.get(name)
+
+    def with_field(self, name: str, value: Any) -> Facts:
+        """These facts with one field set: a field of the root, or a unit's."""
+        if name in {f.name for f in dataclasses.fields(self)}:
+            return dataclasses.replace(self, **{name: value})
+        return dataclasses.replace(self, units={**self.units, name: value})
+
+
+def facts_of(outcome: ProbeOutcome[T] | None) -> T | None:
+    """A probe's facts, or None when it was not run or said nothing (it died, timed out)."""
+    return outcome.facts if outcome is not None else None
+
 
 def to_json(obj: Any) -> Any:
     """Dataclasses to plain JSON data (tuples become lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            value = to_json(getattr(obj, f.name))
+            if f.metadata.get("flatten"):
+                out.update(value)  # a mapping of fields that stand beside the others (Facts.units)
+            else:
+                out[f.name] = value
+        return out
     if isinstance(obj, (list, tuple)):
         return [to_json(x) for x in obj]
     if isinstance(obj, dict):

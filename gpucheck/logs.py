@@ -13,7 +13,8 @@ from functools import cache
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.model import Finding, Severity, finding, root_cause
+from gpucheck.blocking import root_cause
+from gpucheck.model import Finding, Severity, finding
 
 _SEVERITY = {"blocker": Severity.BLOCKER, "degraded": Severity.DEGRADED, "info": Severity.INFO}
 _CODE_IN_PARENS = re.compile(r"\((\d+)\)\s*$")

@@ -7,14 +7,14 @@ library only: it reads the reports' JSON (schema ``gpucheck-report/1``), nothing
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
-from gpucheck.jsonfile import Unreadable, read_json
+from gpucheck import registry
+from gpucheck.jsonfile import Unreadable, dig, read_json
 
 ALL_ACCELERATED, NOT_ACCELERATED, UNUSABLE = 0, 1, 2
 SCHEMA = "gpucheck-report/1"
@@ -42,14 +42,6 @@ class Host:
     figures: dict[str, Any]
 
 
-def _dig(data: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
 def read(path: str) -> Host:
     try:
         report = read_json(path, "a gpucheck report")
@@ -68,10 +60,10 @@ def read(path: str) -> Host:
     ]
     facts = report.get("facts") if isinstance(report.get("facts"), dict) else {}
     gpus = [
-        str(g.get("name")) for g in _dig(facts, "nvml", "facts", "gpus") or [] if isinstance(g, dict) and g.get("name")
+        str(g.get("name")) for g in dig(facts, "nvml", "facts", "gpus") or [] if isinstance(g, dict) and g.get("name")
     ]
-    driver = _dig(facts, "kernel", "module_version") or _dig(facts, "nvml", "facts", "driver_version")
-    host = _dig(report, "environment", "host") or os.path.splitext(os.path.basename(path))[0]
+    driver = dig(facts, "kernel", "module_version") or dig(facts, "nvml", "facts", "driver_version")
+    host = dig(report, "environment", "host") or os.path.splitext(os.path.basename(path))[0]
     return Host(
         host=str(host),
         path=path,
@@ -81,54 +73,14 @@ def read(path: str) -> Host:
         also=list(dict.fromkeys(also)),
         gpus=gpus,
         driver=str(driver) if driver else None,
-        tensorflow=_dig(facts, "framework", "facts", "version"),
+        tensorflow=dig(facts, "framework", "facts", "version"),
         complete=bool(report.get("complete", True)),
-        figures=_figures(facts),
+        figures=registry.figures(facts),
     )
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer too large for a float
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _figures(facts: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    runs = [_dig(t, "collective") for t in _list(_dig(facts, "cluster", "facts", "tasks"))]
-    run = next((r for r in runs if isinstance(r, dict) and r.get("kind") == "all-reduce" and r.get("correct")), None)
-    if run is not None:
-        latency, busbw = _number(run.get("latency_s")), _number(run.get("busbw_gbps"))
-        if latency is not None:
-            out["allreduce_latency_ms"] = round(latency * 1e3, 3)
-        if busbw is not None:
-            out["allreduce_busbw_gbps"] = round(busbw, 3)
-    best: tuple[float, str] | None = None
-    for b in _list(_dig(facts, "performance", "facts", "benchmarks")):
-        tflops = _number(_dig(b, "extra_info", "tflops")) if isinstance(b, dict) and b.get("kind") == "matmul" else None
-        if tflops is not None and (best is None or tflops > best[0]):
-            best = (tflops, str(_dig(b, "extra_info", "device") or ""))
-    if best is not None:
-        out["matmul_tflops"], out["matmul_device"] = round(best[0], 3), best[1]
-    return out
-
-
 def figures_text(figures: dict[str, Any]) -> str:
-    parts = []
-    if "allreduce_latency_ms" in figures:
-        bw = figures.get("allreduce_busbw_gbps")
-        parts.append(f"all-reduce {figures['allreduce_latency_ms']:.3g} ms" + (f", {bw:.3g} GB/s" if bw is not None else ""))
-    if "matmul_tflops" in figures:
-        parts.append(f"matmul {figures['matmul_tflops']:.3g} TFLOP/s ({figures.get('matmul_device') or '?'})")
-    return "; ".join(parts) or "-"
+    return "; ".join(registry.figures_text(figures)) or "-"
 
 
 def _gpus(names: list[str]) -> str:

@@ -53,10 +53,6 @@ def catalog() -> Catalog:
     return Catalog(layers=tuple(raw["layers"]), causes=causes)
 
 
-def layers() -> tuple[str, ...]:
-    return catalog().layers
-
-
 @dataclass(frozen=True)
 class Finding:
     id: str
@@ -110,15 +106,6 @@ def finding(
         evidence=evidence or {},
         subject=subject,
     )
-
-
-def root_cause(findings: list[Finding] | tuple[Finding, ...]) -> Finding | None:
-    """The blocker of the lowest layer (first in rule order on a tie)."""
-    cat = catalog()
-    blockers = [f for f in findings if f.severity is Severity.BLOCKER]
-    if not blockers:
-        return None
-    return min(blockers, key=lambda f: cat.layer_rank(f.layer))
 
 
 def verdict(findings: list[Finding] | tuple[Finding, ...]) -> str:

@@ -74,7 +74,7 @@ def stage(name: str) -> None:
 
 #: Probe targets a child may run: ``module:function`` in gpucheck's probes (the registry, gpucheck.layers,
 #: names them). Nothing else is imported on a parent's word.
-_TARGET = re.compile(r"^gpucheck\.probes\.[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
+_TARGET = re.compile(r"^gpucheck\.(?:probes\.[a-z][a-z0-9_]*|[a-z][a-z0-9_]*\.probe):[a-z][a-z0-9_]*$")
 
 
 def load_target(target: str) -> Callable[..., Any] | None:
@@ -94,15 +94,6 @@ DEEP_ENV = "GPUCHECK_DEEP"
 TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
 
 
-#: The cluster child's --gpucheck-cluster value and its wait for the peers (--gpucheck-cluster-timeout).
-CLUSTER_SPEC_ENV = "GPUCHECK_CLUSTER_SPEC"
-CLUSTER_WAIT_ENV = "GPUCHECK_CLUSTER_WAIT"
-#: "0": the cluster child reaches the peers and stops there (--gpucheck-framework=none: no TensorFlow).
-CLUSTER_COLLECTIVE_ENV = "GPUCHECK_CLUSTER_COLLECTIVE"
-
-
-#: The benchmarks the performance child measures (``gpucheck.probes.benchplan``), as JSON.
-BENCH_PLAN_ENV = "GPUCHECK_BENCH_PLAN"
 
 
 def tf_steps_from_env() -> list[tuple[str, str]]:

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import stat
 from importlib import resources
 from typing import Any
 
+from gpucheck import registry
+from gpucheck.blocking import independent_of
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts
-from gpucheck.layers import independent_of
 from gpucheck.model import Finding
-from gpucheck.rules import cluster, performance
+from gpucheck.reportfile import write_report
 from gpucheck.rules.devicemap import device_map_lines
-from gpucheck.settings import Settings, one_line, report_target
+from gpucheck.settings import Settings
 
 SCHEMA = "gpucheck-report/1"
 #: The JSON Schema of the report, in the package (gpucheck/data/report.schema.json).
 SCHEMA_FILE = "data/report.schema.json"
-#: Temporary files beside the report while it is written.
-TEMP_PREFIX = ".gpucheck-report-"
 _STATE_MARKUP: dict[str, dict[str, bool]] = {
     "ok": {"green": True},
     "broken": {"red": True, "bold": True},
@@ -146,55 +142,11 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     for f in others:
         lead = "also, not caused by the root cause" if independent_of(f, rc) else "also"
         out.append((f"{lead}: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
-    out.extend((line, {}) for line in performance_lines(result))
     if result.facts is not None:
-        out.extend((line, {}) for line in cluster.cluster_summary(result.facts))
+        out.extend((line, {}) for line in registry.summary_lines(result.facts))
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
     return out
-
-
-#: The headline figure of each kind of benchmark (``extra_info`` key, unit, format).
-HEADLINE = {
-    "matmul": ("tflops", "TFLOP/s"),
-    "matpow": ("tflops", "TFLOP/s"),
-    "matpow_fallback": ("slowdown", ""),
-    "copy": ("gbps", "GB/s"),
-    "conv": ("tflops", "TFLOP/s"),
-    "launch": ("latency_us", "us per op"),
-    "allreduce": ("busbw_gbps", "GB/s bus bandwidth"),
-    "scaling": ("samples_per_s", "samples/s"),
-}
-
-
-def performance_lines(result: Result) -> list[str]:
-    """The benchmarks' headline figures (``--gpucheck-benchmarks``), with their GPU model's expectation."""
-    facts = result.facts
-    pf = performance.performance(facts) if facts is not None else None
-    if facts is None or pf is None or not pf.benchmarks:
-        return []
-    lines = ["", "performance (pytest-benchmark's extra_info has every figure):"]
-    width = max(len(r.name) for r in pf.benchmarks)
-    for run in pf.benchmarks:
-        if run.error is not None:
-            lines.append(f"  {run.name:<{width}}  not measured: {run.error[:100]}")
-            continue
-        key, unit = HEADLINE.get(run.kind, ("", ""))
-        value = run.extra_info.get(key)
-        text = f"{value:.3g} {unit}" if isinstance(value, float) else "-"
-        if run.kind == "scaling" and isinstance(value, float):
-            text = f"{value:,.0f} {unit}"
-        if run.kind == "matpow_fallback" and isinstance(value, float):
-            text = f"ran on {run.extra_info.get('device')}: {value:.2f}x the time of {run.extra_info.get('compared_with')}"
-        if run.kind == "scaling" and isinstance(run.extra_info.get("efficiency"), float):
-            text += f", {run.extra_info['efficiency']:.0%} efficiency"
-            if not run.physical:
-                text += " (logical devices: not judged)"
-        exp = performance.expectation(facts, run)
-        if exp is not None:
-            text += f" ({exp.share:.0%} of the {exp.model}'s {exp.expected:.3g}{'' if exp.judged else ', not judged'})"
-        lines.append(f"  {run.name:<{width}}  {text}")
-    return lines
 
 
 def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
@@ -221,19 +173,6 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
     }
 
 
-class ReportWriteError(OSError):
-    """The report could not be written; ``str()`` is the sentence to show ("cannot write the report to
-    PATH: why"), naming the path the user gave, never a temporary file."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(one_line(f"cannot write the report to {path}: {reason}"))
-        self.path = path
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.path, self.reason))
-
-
 def report_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) every report follows, as the package ships it."""
     schema: dict[str, Any] = json.loads(resources.files("gpucheck").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
@@ -241,119 +180,9 @@ def report_schema() -> dict[str, Any]:
 
 
 def write_json(path: str, result: Result, checks: list[dict[str, Any]], settings: Settings) -> None:
-    """Write the report to ``path`` (see :func:`write_report`); :class:`ReportWriteError` when it cannot."""
+    """Write the report to ``path`` (``gpucheck.reportfile.write_report``); ``ReportWriteError`` when it cannot."""
     data = report_json(result, checks, settings)
     write_report(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
-def write_report(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` the way its kind asks (``gpucheck.settings.report_target``):
-
-    - a new path or an existing regular file: atomically, a temporary file in the same directory renamed
-      over it, so a reader never sees half a report. A new file's mode follows the umask, as with
-      ``open(path, "w")``; an existing file keeps its mode (and, where allowed, its owner and group).
-    - a symlink: followed, and the same rules applied to what it points at; the link itself stays.
-    - a character device (``/dev/null``, a terminal): written through, never replaced.
-    - a FIFO: written through when a process reads it. It is opened without blocking, so a FIFO that no
-      process has open for reading is an error (ENXIO) instead of a run that never ends.
-    - a directory, a block device or a socket: refused.
-
-    Every failure is a :class:`ReportWriteError` naming ``path``.
-    """
-    data = text.encode("utf-8")
-    try:
-        target = report_target(path)
-    except ValueError as exc:
-        raise ReportWriteError(path, str(exc)) from None
-    if target.kind == "fifo":
-        _write_through(path, target.path, data, fifo=True)
-    elif target.kind == "device":
-        _write_through(path, target.path, data, fifo=False)
-    else:
-        _write_atomically(path, target.path, data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _write_through(given: str, path: str, data: bytes, fifo: bool) -> None:
-    # O_NONBLOCK for the open only: a FIFO without a reader fails with ENXIO instead of blocking, and a
-    # device that waits in open (a serial line without carrier) does not hang the run. O_TRUNC is ignored
-    # for FIFOs and devices; it empties a regular file reached through a /proc magic link.
-    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if fifo else os.O_TRUNC)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if fifo and exc.errno == errno.ENXIO:
-            raise ReportWriteError(
-                given, "it is a FIFO that no process reads (start its reader before the run ends)"
-            ) from None
-        raise ReportWriteError(given, f"it cannot be opened for writing ({exc.strerror})") from None
-    try:
-        os.set_blocking(fd, True)
-        _write_all(fd, data)
-    except OSError as exc:
-        raise ReportWriteError(given, f"writing failed ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(given: str, path: str, data: bytes) -> None:
-    directory, name = os.path.split(path)
-    try:
-        old: os.stat_result | None = os.stat(path)
-    except OSError:
-        old = None
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        raise ReportWriteError(given, f"{directory} cannot be created ({exc.strerror})") from None
-    fd, tmp = _create_temporary(given, directory, name)
-    try:
-        try:
-            if old is not None:
-                _keep_owner_and_mode(fd, old)
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise ReportWriteError(given, f"writing failed ({exc.strerror})") from None
-        raise
-
-
-def _create_temporary(given: str, directory: str, name: str) -> tuple[int, str]:
-    """A new file beside the target, created as ``open(path, "w")`` creates one: mode 0o666 less the
-    umask (the kernel applies it, and a default ACL), not mkstemp's 0o600."""
-    for _ in range(100):
-        # The target's name, shortened: the temporary one must fit in NAME_MAX too.
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{name[:64]}.{os.urandom(4).hex()}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ReportWriteError(given, f"no file can be created in {directory} ({exc.strerror})") from None
-    raise ReportWriteError(given, f"no unused temporary name in {directory}")
-
-
-def _keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
-    now = os.fstat(fd)
-    if (now.st_uid, now.st_gid) != (old.st_uid, old.st_gid):
-        try:
-            os.fchown(fd, old.st_uid, old.st_gid)
-        except PermissionError:
-            pass  # Not root: the report is ours now, as an editor's save would make it.
-    os.fchmod(fd, stat.S_IMODE(old.st_mode))
 
 
 def machine_info(result: Result) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""The plugin object registered for a ``--gpucheck`` run: collection of the suite, the check fixture, the report."""
+"""The plugin object registered for a ``--gpucheck`` run: it runs pytest and nothing else. It collects the
+check files of the layers this run checks, decides each check's question before it runs (blocked and "not
+checked" become skip marks, so the skip is the check's own, as ``_pytest/skipping.py`` does it), records
+the outcomes, and hands the result to the report. The units' own pytest sides are plugins of their own,
+registered here only when asked for (``gpucheck.registry.pytest_plugins``)."""
 
 from __future__ import annotations
 
@@ -12,157 +16,39 @@ from typing import Any
 
 import pytest
 
-from gpucheck import layers, report
-from gpucheck.decision import Question, decide
+from gpucheck import registry, report
+from gpucheck.blocking import QUESTION_ATTRIBUTE, Decision, Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.probes import benchplan
-from gpucheck.protocol import BENCH_PLAN_ENV
-from gpucheck.rules import performance
+from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN
 from gpucheck.settings import Settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-FINDING_IDS = pytest.StashKey[list[str]]()
-#: The session of a --gpucheck run, for the check modules (their GPU parametrisation).
+#: The decision of a check item, made at its setup.
+DECISION = pytest.StashKey[Decision]()
+#: The session of a --gpucheck run, for the check modules (their GPU parametrisation) and the units' plugins.
 SESSION = pytest.StashKey["GpucheckSession"]()
 
 
-def check_files(settings: Settings | None = None) -> frozenset[Path]:
-    """The check files the registry names (gpucheck.layers) for the layers ``settings`` asks for."""
-    return frozenset(PACKAGE_DIR / path for path in layers.check_files(settings))
+def check_files(settings: Settings) -> frozenset[Path]:
+    """The check files the registry names for the layers ``settings`` asks for."""
+    return frozenset(PACKAGE_DIR / path for path in registry.check_files(settings))
 
 
 def current(config: pytest.Config) -> GpucheckSession | None:
     return config.stash.get(SESSION, None)
 
 
-#: What keeps TensorFlow from running at all, even on the CPU.
-TENSORFLOW_BROKEN = ("framework-missing", "framework-crashed", "framework-hung")
+class Answer:
+    """What a check function is handed: the decision on its question, made before it ran (it is not
+    skipped, so it passed or failed)."""
 
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
 
-class Check:
-    """What a check function is handed: it asks for its layer and finding ids, and passes, fails or is skipped."""
-
-    def __init__(self, session: GpucheckSession, item: pytest.Item) -> None:
-        self._session = session
-        self._item = item
-
-    @property
-    def result(self) -> Result:
-        return self._session.result()
-
-    @property
-    def settings(self) -> Settings:
-        return self._session.settings
-
-    @property
-    def framework_not_diagnosed(self) -> str | None:
-        """Why framework-side facts are missing (--gpucheck-framework=none), or None."""
-        return "--gpucheck-framework=none" if self.settings.framework == "none" else None
-
-    def verify(
-        self,
-        layer: str,
-        ids: tuple[str, ...],
-        requires: tuple[str, ...] = (),
-        subject: str | None = None,
-        unchecked: str | None = None,
-        needs: tuple[str, ...] = (),
-        instead: tuple[str, ...] | None = None,
-        benchmark: str | None = None,
-    ) -> None:
-        """Ask the question (``gpucheck.decision.Question``) and act on the decision: fail with the faults'
-        cause and remedy, skip as blocked or not checked, or pass."""
-        decision = decide(
-            self.result,
-            Question(layer, ids, requires, needs, subject, unchecked, instead, benchmark),
-            framework_none=self.settings.framework == "none",
-        )
-        self._item.stash[FINDING_IDS] = list(decision.finding_ids)
-        if decision.blocked_by is not None:
-            self._item.user_properties.append(("gpucheck.blocked_by", decision.blocked_by.id))
-        if decision.outcome == "skipped":
-            pytest.skip(decision.reason)
-        if decision.outcome == "failed":
-            for f in decision.faults:
-                self._item.user_properties.extend(
-                    [("gpucheck.finding", f.id), ("gpucheck.cause", f.cause), ("gpucheck.remedy", f.remedy)]
-                )
-            pytest.fail("\n\n".join(report.failure_text(f) for f in decision.faults), pytrace=False)
-
-    def measure(self, spec: benchplan.Spec, benchmark: Any) -> None:
-        """A benchmark of the performance layer: skipped as blocked when what it needs is broken (a GPU
-        benchmark needs the GPU stack; a CPU one only TensorFlow), else measured in the benchmark process
-        (once for all of them, after the diagnosis), its real per-round times handed to pytest-benchmark's
-        fixture with its figures in ``extra_info``; failed with the finding when the figure is far below
-        what the GPU is built for, or when it could not be measured."""
-        question = benchmark_question(self.result, spec)
-        early = decide(self.result, replace(question, ids=()))
-        if early.blocked_by is not None:
-            self._item.user_properties.append(("gpucheck.blocked_by", early.blocked_by.id))
-            self._item.stash[FINDING_IDS] = []
-            pytest.skip(early.reason)
-        result = self._session.measured()
-        facts = result.facts
-        pf = performance.performance(facts) if facts is not None else None
-        run = next((r for r in (pf.benchmarks if pf is not None else ()) if r.name == spec.name), None)
-        if run is not None and run.error is None and run.rounds and facts is not None:
-            extra = dict(run.extra_info)
-            exp = performance.expectation(facts, run)
-            if exp is not None:
-                extra.update(
-                    expected=exp.expected,
-                    share_of_expected=exp.share,
-                    expected_model=exp.model,
-                    expected_basis=exp.basis,
-                )
-            _feed(benchmark, spec, run.iterations, run.rounds, extra)
-        self.verify(
-            question.layer,
-            question.ids,
-            question.requires,
-            subject=question.subject,
-            instead=question.instead,
-            benchmark=spec.name,
-            unchecked=None if run is not None else "the benchmark process did not measure it",
-        )
-
-
-def benchmark_question(result: Result, spec: benchplan.Spec) -> Question:
-    """What a benchmark asks. On the CPU only TensorFlow itself must work: a machine without a GPU still gets
-    its CPU figures (the fallback benchmark asks for a GPU that does not exist and runs on the CPU). On a
-    GPU: what the performance layer needs (of placement only what keeps ops off the GPU), about that GPU."""
-    ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
-    on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
-    if not on_gpu:
-        return Question("performance", ids, TENSORFLOW_BROKEN, instead=(), benchmark=spec.name)
-    index = performance.tf_gpu_index(spec.devices, spec.physical)
-    subject = performance.subject_of(result.facts, index) if index is not None and result.facts is not None else None
-    return Question(
-        "performance", ids, layers.by_name()["performance"].blocked_by_ids, subject=subject, benchmark=spec.name
-    )
-
-
-def _feed(
-    benchmark: Any, spec: benchplan.Spec, iterations: int, rounds: tuple[float, ...], extra: dict[str, Any]
-) -> None:
-    """Hand pytest-benchmark the per-round times measured in the benchmark process, as its fixture records
-    its own (``BenchmarkFixture._make_stats`` + ``Metadata.update`` per round: the only way in for times
-    taken elsewhere; checked here, so that another pytest-benchmark says so in a sentence)."""
-    benchmark.extra_info.update(extra)
-    if getattr(benchmark, "disabled", False):
-        return  # --benchmark-disable: measured and judged, not recorded
-    make_stats = getattr(benchmark, "_make_stats", None)
-    if not callable(make_stats) or getattr(benchmark, "_mode", None):
-        pytest.fail(
-            "this pytest-benchmark cannot be handed times measured elsewhere (no BenchmarkFixture._make_stats): "
-            "install pytest-benchmark 4 or 5",
-            pytrace=False,
-        )
-    benchmark.group = spec.group
-    benchmark._mode = "gpucheck (measured in its TensorFlow process)"
-    stats = make_stats(iterations)
-    for seconds in rounds:
-        stats.update(seconds)
+    def check(self) -> None:
+        """Fail with the faults' cause and remedy, or pass."""
+        if self.decision.outcome == "failed":
+            pytest.fail("\n\n".join(report.failure_text(f) for f in self.decision.faults), pytrace=False)
 
 
 class GpucheckSession:
@@ -177,10 +63,6 @@ class GpucheckSession:
         #: Why the report could not be written at the end, if it could not.
         self._write_error: str | None = None
         self._previous_sigterm: Any = None
-        #: The benchmarks of the performance layer: planned at collection, measured once.
-        self._plan: list[benchplan.Spec] | None = None
-        self._selected: list[benchplan.Spec] = []
-        self._measured = False
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -195,6 +77,8 @@ class GpucheckSession:
             config.args[:] = suite
         self._treat_sigterm_as_interrupt()
         self.diagnosis = Diagnosis(self.settings)
+        for name, plugin_class in registry.pytest_plugins(self.settings):
+            config.pluginmanager.register(plugin_class(self), f"gpucheck-{name}")
 
     def _treat_sigterm_as_interrupt(self) -> None:
         """CI cancels a job with SIGTERM: end the run as Ctrl-C does (the children killed with their groups,
@@ -213,44 +97,12 @@ class GpucheckSession:
             self._result = self.diagnosis.result()
         return self._result
 
-    def benchmark_plan(self) -> list[benchplan.Spec]:
-        """The benchmarks for the devices TensorFlow listed in the diagnosis (the CPU always)."""
-        if self._plan is None:
-            facts = self.result().facts
-            tf = facts.framework.facts if facts is not None and facts.framework is not None else None
-            gpus = [_capability(d.details.get("compute_capability")) for d in (tf.gpus if tf is not None else ())]
-            lf = facts.libraries.facts if facts is not None and facts.libraries is not None else None
-            nccl = lf is None or any(lib.key == "nccl" and lib.loaded for lib in lf.libraries)
-            self._plan = benchplan.plan(gpus, nccl=nccl)
-        return self._plan
-
-    def measured(self) -> Result:
-        """The result with the performance layer's benchmarks measured (the first time: they run now, in a
-        TensorFlow process of their own, each bounded by --gpucheck-timeout)."""
-        if not self._measured:
-            self._measured = True
-            assert self.diagnosis is not None
-            result = self.result()
-            # Only what is not blocked: a benchmark on a GPU the diagnosis found broken would only hang there.
-            wanted = [s for s in self._selected if decide(result, replace(benchmark_question(result, s), ids=())).blocked_by is None]
-            specs = _with_companions(wanted, self.benchmark_plan())
-            if specs:
-                timeout = 2 * self.settings.timeout * (len(specs) + 2)
-                self._result = self.diagnosis.measure({BENCH_PLAN_ENV: benchplan.to_env(specs)}, timeout)
-        return self.result()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """The benchmarks run before any test (the checks are answered already, the diagnosis having
-        ended): a user's test run earlier in the session could hold the GPUs' memory."""
-        skip = session.config.getoption("benchmark_skip", False)  # pytest-benchmark skips every benchmark
-        if self._selected and not skip and not session.config.option.collectonly and not session.shouldstop:
-            self.measured()
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
-        """Every saved benchmark of a --gpucheck run (gpucheck's and the user's own) says what it ran on."""
-        machine_info["gpucheck"] = report.machine_info(self.result())
+    def measure(self, env: dict[str, str], timeout: float) -> Result:
+        """Run the probes that come after the diagnosis (a unit's plugin asks, with what they need)."""
+        assert self.diagnosis is not None
+        self.result()
+        self._result = self.diagnosis.measure(env, timeout)
+        return self._result
 
     def close(self) -> None:
         if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
@@ -274,21 +126,36 @@ class GpucheckSession:
         files = check_files(self.settings)
         self._check_ids = {item.nodeid for item in items if item.path in files}
 
+    # --- each check: its question decided before it runs -----------------------------------------
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """The benchmarks left after selection (-k, -m, deselect): only those are measured."""
-        files = check_files(self.settings)
-        self._selected = [
-            spec
-            for item in session.items
-            if item.path in files
-            and isinstance(spec := getattr(getattr(item, "callspec", None), "params", {}).get("spec"), benchplan.Spec)
-        ]
+    def decide(self, item: pytest.Item, question: Question) -> Decision:
+        """The decision on ``question`` for the check ``item``, recorded for the report and JUnit."""
+        decision = decide(self.result(), question, framework_none=self.settings.framework == "none")
+        item.stash[DECISION] = decision
+        if decision.blocked_by is not None:
+            item.user_properties.append(("gpucheck.blocked_by", decision.blocked_by.id))
+        if decision.outcome == "failed":
+            for f in decision.faults:
+                item.user_properties.extend(
+                    [("gpucheck.finding", f.id), ("gpucheck.cause", f.cause), ("gpucheck.remedy", f.remedy)]
+                )
+        return decision
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        question = getattr(getattr(item, "obj", None), QUESTION_ATTRIBUTE, None)
+        if item.nodeid not in self._check_ids or not isinstance(question, Question):
+            return
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        skip_at_setup(self.decide(item, replace(question, subject=params.get("gpu"))))
 
     @pytest.fixture
-    def gpucheck_check(self, request: pytest.FixtureRequest) -> Check:
-        """The check context of one built-in check."""
-        return Check(self, request.node)
+    def gpucheck_answer(self, request: pytest.FixtureRequest) -> Answer:
+        """The decision on this check's question (``gpucheck.blocking.asks``)."""
+        decision = request.node.stash.get(DECISION, None)
+        if decision is None:
+            pytest.fail(f"{request.node.name} asks no question: declare it with gpucheck.blocking.asks", pytrace=False)
+        return Answer(decision)
 
     @pytest.fixture(scope="session", autouse=True)
     @classmethod
@@ -307,6 +174,11 @@ class GpucheckSession:
             record_testsuite_property("gpucheck.root_cause.summary", rc.summary)
             record_testsuite_property("gpucheck.root_cause.remedy", rc.remedy)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
+        """Every saved benchmark of a --gpucheck run (gpucheck's and the user's own) says what it ran on."""
+        machine_info["gpucheck"] = report.machine_info(self.result())
+
     # --- reporting ----------------------------------------------------------------------
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -316,16 +188,11 @@ class GpucheckSession:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         rep = yield
         if item.nodeid in self._check_ids:
-            if rep.skipped and isinstance(rep.longrepr, tuple):
-                # The skip is the check's, not this module's: point at the check (as skip marks do), so that
-                # -rs and JUnit name it and -rs does not fold every check's skip into one line.
-                path, line = item.reportinfo()[:2]
-                rep.longrepr = (str(path), (line or 0) + 1, rep.longrepr[2])
-            ids = item.stash.get(FINDING_IDS, [])
+            decision = item.stash.get(DECISION, None)
             entry = self._outcomes.setdefault(
                 item.nodeid, {"nodeid": item.nodeid, "outcome": "passed", "finding_ids": []}
             )
-            entry["finding_ids"] = ids
+            entry["finding_ids"] = list(decision.finding_ids) if decision is not None else []
             if rep.failed:
                 entry["outcome"] = "failed"
             elif rep.skipped and entry["outcome"] != "failed":
@@ -346,13 +213,10 @@ class GpucheckSession:
 
     def _write_json(self) -> None:
         self._written = True
-        if self.settings.json is None:
-            return
-        result = self._result
-        if result is None:
+        if self.settings.json is None or self._result is None:
             return
         try:
-            report.write_json(self.settings.json, result, list(self._outcomes.values()), self.settings)
+            report.write_json(self.settings.json, self._result, list(self._outcomes.values()), self.settings)
         except OSError as exc:
             # Checked at start-up; this is a disk that filled or a directory removed meanwhile.
             # The message is the sentence ("cannot write the report to PATH: why"); on a line of its own.
@@ -360,28 +224,12 @@ class GpucheckSession:
             sys.stderr.write(f"\ngpucheck: {exc}\n")
 
 
-def _capability(value: Any) -> tuple[int, int] | None:
-    """TensorFlow's device details give the compute capability as a pair (``[9, 0]`` once in JSON)."""
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return (value[0], value[1])
-    return None
-
-
-def _with_companions(selected: list[benchplan.Spec], plan: list[benchplan.Spec]) -> list[benchplan.Spec]:
-    """The selected benchmarks and those their figures are computed against (a scaling run against one
-    device of its method; a split or fallback matpow against matpow on one device), in plan order."""
-    names = {s.name for s in selected}
-    for s in selected:
-        if s.kind == "scaling":
-            names.add(f"test_scaling[{s.param.rsplit('-', 1)[0]}-x1]")
-        if s.kind in ("matpow", "matpow_fallback"):
-            names.update({"test_matpow[GPU:0]", "test_matpow[CPU:0]"})
-    return [s for s in plan if s.name in names]
-
-
-#: The exit status when the run itself went well but the report could not be written (pytest's own codes
-#: are 0 to 5).
-EXIT_REPORT_NOT_WRITTEN = 6
+def skip_at_setup(decision: Decision) -> None:
+    """Skip a check whose decision is a skip, at its setup, located at the check itself, as
+    ``_pytest/skipping.py`` skips for a skip mark (``_use_item_location``, a keyword pytest 7 to 9 take: not a
+    mark, which ``-rs`` would fold into one line per file, and JUnit would not place)."""
+    if decision.outcome == "skipped":
+        raise pytest.skip.Exception(decision.reason, _use_item_location=True)
 
 
 def exit_status(pytest_status: int, result: Result | None, write_error: str | None) -> int:
@@ -392,14 +240,9 @@ def exit_status(pytest_status: int, result: Result | None, write_error: str | No
         return pytest_status
     if write_error is not None:
         return EXIT_REPORT_NOT_WRITTEN
-    if (
-        result is not None
-        and result.verdict != "accelerated"
-        and pytest_status
-        in (
-            pytest.ExitCode.OK,
-            pytest.ExitCode.NO_TESTS_COLLECTED,
-        )
+    if result is not None and result.verdict != "accelerated" and pytest_status in (
+        pytest.ExitCode.OK,
+        pytest.ExitCode.NO_TESTS_COLLECTED,
     ):
         return int(pytest.ExitCode.TESTS_FAILED)
     return pytest_status

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from gpucheck.reportfile import parse_report_path
 
 #: The longest a probe may be given (one day): beyond it the runner's waits overflow the platform's limit.
 MAX_TIMEOUT_S = 86400.0
@@ -90,158 +91,6 @@ def parse_framework(text: str) -> str:
     if text not in FRAMEWORKS:
         raise ValueError(f"must be one of {', '.join(FRAMEWORKS)}")
     return text
-
-
-#: What a report path names, and so how the report is written there (``gpucheck.report.write_json``):
-#: ``"file"``, an existing regular file, and ``"new"``, a path that does not exist yet, are written
-#: atomically (a temporary file in the same directory, then a rename); ``"device"`` (a character
-#: device such as ``/dev/null`` or a terminal, or a file behind a ``/proc`` magic link) and ``"fifo"``
-#: (a named pipe) are written through, since a rename would put a regular file in their place.
-REPORT_KINDS = ("file", "new", "device", "fifo")
-
-
-@dataclass(frozen=True)
-class ReportTarget:
-    """Where the report goes. ``path`` is absolute; for a ``file`` or a ``new`` path it is the real one,
-    symlinks resolved (a rename over a link would replace the link, not write where it points); a
-    ``device`` or ``fifo`` keeps the path as given, since ``open`` follows links itself (``/dev/stdout``
-    is a link to ``/proc/self/fd/1``, whose target is no path at all when it is a pipe)."""
-
-    path: str
-    kind: str
-
-
-def report_target(text: str) -> ReportTarget:
-    """What ``text`` names and how a report is written there; :class:`ValueError` with the reason
-    (a sentence fragment: "it is a directory") when no report can be written there whatever the
-    permissions. Symlinks are followed to what they point at, as ``open(path, "w")`` and a shell's
-    ``>`` follow them: a user who points the report at a link means the file behind it."""
-    if not text.strip():
-        raise ValueError("it is empty")
-    if "\0" in text:
-        raise ValueError("it contains a NUL character")
-    try:
-        os.fsencode(text)
-        path = os.path.abspath(text)
-        st = os.stat(path)
-    except UnicodeError:
-        raise ValueError("the file system cannot encode it") from None
-    except FileNotFoundError:
-        # A new path, or a dangling symlink: the file is created where the link points.
-        real = os.path.realpath(path)
-        ancestor = _existing_ancestor(os.path.dirname(real))
-        if not os.path.isdir(ancestor):
-            raise ValueError(f"{ancestor} is not a directory") from None
-        return ReportTarget(real, "new")
-    except NotADirectoryError:
-        raise ValueError(f"{_existing_ancestor(os.path.dirname(os.path.realpath(text)))} is not a directory") from None
-    except OSError as exc:
-        raise ValueError(exc.strerror or str(exc)) from None
-    mode = st.st_mode
-    if stat.S_ISREG(mode):
-        real = os.path.realpath(path)
-        try:
-            same = os.path.samestat(st, os.stat(real))
-        except OSError:
-            same = False
-        # Not the same file: a magic link of /proc (a deleted file's descriptor); write through it.
-        return ReportTarget(real, "file") if same else ReportTarget(path, "device")
-    if stat.S_ISDIR(mode):
-        raise ValueError("it is a directory")
-    if stat.S_ISCHR(mode):
-        return ReportTarget(path, "device")
-    if stat.S_ISFIFO(mode):
-        return ReportTarget(path, "fifo")
-    if stat.S_ISBLK(mode):
-        raise ValueError("it is a block device (a disk or partition), which a report would overwrite")
-    if stat.S_ISSOCK(mode):
-        raise ValueError("it is a socket, which cannot be opened as a file")
-    raise ValueError("it is not a file, a FIFO or a character device")
-
-
-def _existing_ancestor(directory: str) -> str:
-    while not os.path.lexists(directory):
-        directory = os.path.dirname(directory)
-    return directory
-
-
-def check_report_writable(target: ReportTarget) -> None:
-    """Try what writing the report will do, without writing it: :class:`ValueError` with the reason when
-    it would fail. ``os.access`` is not enough: it says yes to root for every file, ``/proc/version``
-    included, and knows nothing of read-only file systems."""
-    if target.kind == "fifo":
-        # Opening it would hand an EOF to a reader already waiting; for a FIFO the permission bits are all
-        # there is to it (a FIFO on a read-only file system can be written). No reader yet is fine: it may
-        # come before the run ends, and write_json says so when it has not.
-        if not os.access(target.path, os.W_OK):
-            raise ValueError("the FIFO is not writable (Permission denied)")
-        return
-    if target.kind == "device":
-        _try_open(target.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        return
-    directory = os.path.dirname(target.path)
-    if target.kind == "new":
-        directory = _existing_ancestor(directory)
-    _try_create_in(directory)
-    if target.kind == "file":
-        # Replaced by a rename, but a file that may not be written is not one the user means to replace
-        # (nor is an immutable one); O_APPEND without O_TRUNC leaves it as it is.
-        _try_open(target.path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK)
-        _check_sticky(target.path, directory)
-
-
-def _try_open(path: str, flags: int) -> None:
-    try:
-        fd = os.open(path, flags | os.O_CLOEXEC)
-    except OSError as exc:
-        raise ValueError(f"it cannot be opened for writing ({exc.strerror})") from None
-    os.close(fd)
-
-
-def _try_create_in(directory: str) -> None:
-    probe = os.path.join(directory, f".gpucheck-probe-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise ValueError(f"no file can be created in {directory} ({exc.strerror})") from None
-    os.close(fd)
-    try:
-        os.unlink(probe)
-    except OSError:
-        pass
-
-
-def _check_sticky(path: str, directory: str) -> None:
-    """In a sticky directory (``/tmp``) only the owner of a file, of the directory, or root may rename over it."""
-    try:
-        dst, fst = os.stat(directory), os.stat(path)
-    except OSError:
-        return
-    euid = os.geteuid()
-    if dst.st_mode & stat.S_ISVTX and euid not in (0, dst.st_uid, fst.st_uid):
-        raise ValueError(
-            f"it belongs to another user in the sticky directory {directory}, where only its owner may replace it"
-        )
-
-
-def parse_report_path(text: str) -> str:
-    """A path the report can be written to, checked at start by trying what the write will do (a usage
-    error then, not a lost report at the end). Returned absolute, so that a test changing the working
-    directory does not move the report."""
-    if not text.strip():
-        raise ValueError("must be a file path")
-    try:
-        target = report_target(text)
-        check_report_writable(target)
-    except ValueError as exc:
-        raise ValueError(one_line(f"cannot write the report to {text}: {exc}")) from None
-    return os.path.abspath(text)
-
-
-def one_line(message: str) -> str:
-    """The message with control characters (a newline in a path) and undecodable bytes escaped, so the
-    usage error stays one printable line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
@@ -421,25 +270,35 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+def default(name: str) -> Any:
+    """The default of the option ``name``, parsed: the one place a default is written is ``OPTIONS``."""
+    opt = next(o for o in OPTIONS if o.name == name)
+    return opt.parse(opt.default) if opt.default is not None else (False if opt.switch else None)
+
+
+def _default(name: str) -> Any:
+    return field(default=default(name))
+
+
 @dataclass(frozen=True)
 class Settings:
-    timeout: float = 60.0
-    json: str | None = None
-    #: As given (``2GiB``, ``10%``); options.memory_bytes() says how many bytes that is on a GPU.
-    min_free_memory: str = "10%"
-    expect_gpus: int | None = None
+    timeout: float = _default("timeout")
+    json: str | None = _default("json")
+    #: As given (``2GiB``, ``10%``); memory_bytes() says how many bytes that is on a GPU.
+    min_free_memory: str = _default("min-free-memory")
+    expect_gpus: int | None = _default("expect-gpus")
     #: "tensorflow", or "none" for the GPU stack alone (no framework probes: a node's health without TensorFlow).
-    framework: str = "tensorflow"
+    framework: str = _default("framework")
     #: --gpucheck-deep: the slower, deeper probes too.
-    deep: bool = False
+    deep: bool = _default("deep")
     #: --gpucheck-benchmarks: the performance layer's benchmarks too.
-    benchmarks: bool = False
+    benchmarks: bool = _default("benchmarks")
     #: The share of an expected figure a GPU must reach, and the multi-GPU scaling efficiency it must keep.
-    min_share: float = 0.5
-    min_scaling: float = 0.6
-    #: --gpucheck-cluster (``gpucheck.settings.parse_cluster``): None when not asked.
-    cluster: str | None = None
-    cluster_timeout: float = 60.0
+    min_share: float = _default("min-share")
+    min_scaling: float = _default("min-scaling")
+    #: --gpucheck-cluster (``parse_cluster``): None when not asked.
+    cluster: str | None = _default("cluster")
+    cluster_timeout: float = _default("cluster-timeout")
     #: Whether TF_CONFIG is set in the environment: its configuration is validated even without --gpucheck-cluster.
     tf_config_set: bool = False
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.probes.cluster import free_ports
+from gpucheck.cluster.probe import free_ports
 from tests.test_merge import gpucheck_merge
 
 #: The wait where a peer never comes, and the bound on such a run: the wait, TensorFlow's import in the

@@ -1,4 +1,4 @@
-"""The cluster configuration, read as TensorFlow's cluster resolvers read it (``gpucheck.probes.clusterconfig``):
+"""The cluster configuration, read as TensorFlow's cluster resolvers read it (``gpucheck.cluster.config``):
 each problem named with its key and value, and the reading checked against real TensorFlow's own resolvers."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpucheck.facts import ClusterConfigFacts
-from gpucheck.probes.clusterconfig import expand_hostlist, read_config
+from gpucheck.cluster.config import expand_hostlist, read_config
+from gpucheck.cluster.facts import ClusterConfigFacts
 from gpucheck.settings import parse_cluster
 
 TWO = ["10.0.0.1:2222", "10.0.0.2:2222"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.layers import requires
+from gpucheck.blocking import layers_needed as requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "cuda"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))

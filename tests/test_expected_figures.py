@@ -1,4 +1,4 @@
-"""The expected-performance table (gpucheck/data/gpu_performance.json) and its loader, gpucheck.expected.
+"""The expected-performance table (gpucheck/data/gpu_performance.json) and its loader, gpucheck.performance.expected.
 
 Quick: no TensorFlow, no GPU. The names below are device names as NVML / nvidia-smi / TensorFlow report them.
 """
@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from gpucheck import expected, knowledge
-from gpucheck.expected import Expected, expected_for, pcie_gbps
+from gpucheck import knowledge
+from gpucheck.performance import expected
+from gpucheck.performance.expected import Expected, expected_for, pcie_gbps
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"

@@ -1,7 +1,8 @@
-"""The house (../shared/DESIGN.md, "The house: a layer is a unit"), read from the code with ``ast``:
-imports run downwards only, no two modules import each other (no cycle at all), rules never read the
-environment, pytest is imported only by the plugin-facing modules; and the registry agrees with the
-catalog and the check files on disk."""
+"""The house (docs/ARCHITECTURE.md), read from the code with ``ast``: imports run downwards only, no two
+modules import each other (no cycle at all), nothing imports a unit's internals but the unit itself and the
+registry, session and report import no unit, checks import no rules, rules never read the environment,
+pytest is imported only by the plugin-facing modules; and the registry agrees with the catalog and the
+check files on disk."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucheck import layers
+from gpucheck import layers, registry
+from gpucheck.blocking import layers_needed
 from gpucheck.model import catalog
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpucheck"
@@ -19,38 +21,54 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gpucheck"
 #: Every module of the package on its floor: a module may import from its own floor or below, never above.
 #: A new module must be placed here (the test fails until it is).
 FLOORS: dict[str, int] = {
-    # 0: the shared floors (findings and the catalog, facts, settings, the child protocol, data)
+    # 0: the shared floors: findings and the catalog, facts (the codec and the root), settings, the report
+    # file, the child protocol, data, the layers as data
     "gpucheck": 0,
     "gpucheck.protocol": 0,
+    "gpucheck.reportfile": 0,
     "gpucheck.settings": 0,
     "gpucheck.model": 0,
     "gpucheck.facts": 0,
     "gpucheck.knowledge": 0,
     "gpucheck.jsonfile": 0,
-    "gpucheck.expected": 0,
-    # 1: the child-process runner, the log classifier
+    "gpucheck.layers": 0,
+    # 1: blocking over the needs graph (pure), the vocabulary of units, the child-process runner, the log
+    # classifier
+    "gpucheck.blocking": 1,
+    "gpucheck.unit": 1,
     "gpucheck.isolation": 1,
     "gpucheck.logs": 1,
-    # 2: the layers' own code: probes and rules
+    # 2: the lower stack's probes and rules
     "gpucheck.probes": 2,
     "gpucheck.rules": 2,
-    # 3: the registry of layers
-    "gpucheck.layers": 3,
-    # 4: the diagnosis (probes run, rules applied) and the decision of a check
-    "gpucheck.diagnosis": 4,
-    "gpucheck.decision": 5,
-    "gpucheck.report": 5,
-    "gpucheck.compare": 5,
-    "gpucheck.merge": 5,
-    # 6: pytest-facing: the session, the options, the checks; 7: the entry points
-    "gpucheck.session": 6,
-    "gpucheck.options": 6,
-    "gpucheck.checks": 7,
-    "gpucheck.plugin": 7,
-    "gpucheck.cli": 7,
+    # 3: the units: the lower stack's (data), and a package each above it
+    "gpucheck.stack": 3,
+    "gpucheck.performance": 3,
+    "gpucheck.cluster": 3,
+    # 4: the registry of units
+    "gpucheck.registry": 4,
+    # 5: the diagnosis (probes run, rules applied); 6: its rendering and the commands' own modules
+    "gpucheck.diagnosis": 5,
+    "gpucheck.report": 6,
+    "gpucheck.compare": 6,
+    "gpucheck.merge": 6,
+    # 7: pytest-facing: the session, the options; 8: the checks, the units' pytest sides, the entry points
+    "gpucheck.session": 7,
+    "gpucheck.options": 7,
+    "gpucheck.checks": 8,
+    "gpucheck.performance.plugin": 8,
+    "gpucheck.performance.checks_performance": 8,
+    "gpucheck.cluster.checks_cluster": 8,
+    "gpucheck.plugin": 8,
+    "gpucheck.cli": 8,
 }
+#: The units that are packages: nothing imports their modules but themselves and the registry.
+UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster")
 #: Modules that may import pytest: the plugin and what it registers.
-PYTEST_MODULES = ("gpucheck.plugin", "gpucheck.options", "gpucheck.session", "gpucheck.checks")
+PYTEST_MODULES = (
+    "gpucheck.plugin", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
+    "gpucheck.performance.checks_", "gpucheck.cluster.checks_",
+)
 
 
 def module_name(path: Path) -> str:
@@ -137,7 +155,8 @@ def test_the_checker_sees_imports_and_cycles() -> None:
     """The graph is not empty by accident: known edges are there."""
     g = graph()
     assert "gpucheck.protocol" in g["gpucheck.isolation"] and "gpucheck.protocol" in g["gpucheck.probes.child"]
-    assert "gpucheck.layers" in g["gpucheck.diagnosis"] and "gpucheck.rules.driver" in g["gpucheck.rules.memory"]
+    assert "gpucheck.registry" in g["gpucheck.diagnosis"] and "gpucheck.facts" in g["gpucheck.rules.memory"]
+    assert "gpucheck.performance" in g["gpucheck.registry"] and "gpucheck.cluster.config" in g["gpucheck.cluster"]
     # isolation and the probe child no longer import each other (they share gpucheck.protocol).
     assert "gpucheck.probes.child" not in g["gpucheck.isolation"]
     assert "gpucheck.isolation" not in g["gpucheck.probes.child"]
@@ -154,19 +173,50 @@ def _reads_environment(tree: ast.Module) -> list[str]:
     return hits
 
 
+def _is_rules(name: str) -> bool:
+    return name.startswith("gpucheck.rules") or any(name == f"{u}.rules" for u in UNIT_PACKAGES)
+
+
 def test_rules_never_read_the_environment() -> None:
-    readers = {
-        name: hits
-        for name, tree in modules().items()
-        if name.startswith("gpucheck.rules") and (hits := _reads_environment(tree))
-    }
+    readers = {name: hits for name, tree in modules().items() if _is_rules(name) and (hits := _reads_environment(tree))}
     assert readers == {}
+    assert _reads_environment(ast.parse("import os\nos.environ.get('X')")), "the check is looking"
+
+
+def _in_unit(name: str) -> str | None:
+    return next((u for u in UNIT_PACKAGES if name == u or name.startswith(u + ".")), None)
+
+
+def test_nothing_imports_a_units_internals_but_the_unit_and_the_registry() -> None:
+    wrong = [
+        f"{name} imports {dep}"
+        for name, deps in graph().items()
+        for dep in deps
+        if (unit := _in_unit(dep)) is not None and _in_unit(name) != unit and name != "gpucheck.registry"
+    ]
+    assert wrong == []
+
+
+def test_session_and_report_import_no_unit() -> None:
+    g = graph()
+    units = ("gpucheck.stack", *UNIT_PACKAGES)
+    for name in ("gpucheck.session", "gpucheck.report", "gpucheck.plugin", "gpucheck.diagnosis"):
+        assert [d for d in g[name] if d.startswith(units)] == [], name
+
+
+def test_checks_import_no_rules() -> None:
+    """A check asks a question (gpucheck.blocking.asks) and asserts on the findings that answer it."""
+    g = graph()
+    checks = [n for n in g if n.startswith("gpucheck.checks.") or ".checks_" in n]
+    assert len(checks) >= 7
+    wrong = {n: sorted(d for d in g[n] if _is_rules(d) or d.startswith("gpucheck.facts")) for n in checks}
+    assert {n: d for n, d in wrong.items() if d} == {}
 
 
 def test_rules_import_no_probe() -> None:
     """Rules are pure functions of facts: they import facts, findings, settings, knowledge, other rules."""
-    wrong = {n: sorted(d for d in deps if d.startswith("gpucheck.probes") or d == "gpucheck.isolation")
-             for n, deps in graph().items() if n.startswith("gpucheck.rules")}
+    wrong = {n: sorted(d for d in deps if d.startswith("gpucheck.probes") or d == "gpucheck.isolation" or d.endswith(".probe"))
+             for n, deps in graph().items() if _is_rules(n)}
     assert {n: d for n, d in wrong.items() if d} == {}
 
 
@@ -190,13 +240,13 @@ def test_the_registry_is_the_catalog_order_and_a_graph_of_known_layers() -> None
     for i, layer in enumerate(layers.LAYERS):
         # needs point at layers lower in the registry: the graph has no cycle and the order is topological.
         assert all(names.index(n) < i for n in layer.needs), layer
-    assert layers.requires("hardware") == frozenset()
-    assert layers.requires("health") == {"visibility", "driver", "kernel", "hardware"}
-    assert "framework" not in layers.requires("resources")
+    assert layers_needed("hardware") == frozenset()
+    assert layers_needed("health") == {"visibility", "driver", "kernel", "hardware"}
+    assert "framework" not in layers_needed("resources")
     # The cluster layer needs nothing below it as a whole (its configuration the environment, its peers the
     # network): on a CPU-only node the framework layer is blocked by no-nvidia-gpu, and its cluster still works.
     # Its collective needs TensorFlow itself, which its check asks for (checks_cluster.py).
-    assert layers.requires("cluster") == frozenset()
+    assert layers_needed("cluster") == frozenset()
 
 
 def test_every_catalog_layer_and_cause_need_is_a_registered_layer() -> None:
@@ -207,14 +257,21 @@ def test_every_catalog_layer_and_cause_need_is_a_registered_layer() -> None:
 
 
 def test_check_files_are_the_registrys() -> None:
-    on_disk = {p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "checks").glob("checks_*.py")}
-    assert set(layers.check_files()) == on_disk
+    on_disk = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("checks_*.py")}
+    assert set(registry.check_files()) == on_disk
+
+
+def test_every_unit_part_names_a_layer_and_every_layer_is_answered() -> None:
+    names = {layer.name for layer in layers.LAYERS}
+    answered = set().union(*(unit.layers for unit in registry.UNITS))
+    assert answered <= names
+    assert names - answered == {"health"}, "health is answered by NVML's rules, listed at visibility"
 
 
 @pytest.mark.parametrize("layer", [layer.name for layer in layers.LAYERS])
 def test_blocking_follows_the_needs_graph(layer: str) -> None:
     """A broken layer blocks exactly the layers that need it, directly or through others."""
-    from gpucheck.diagnosis import layer_states
+    from gpucheck.blocking import layer_states
     from gpucheck.model import Severity, finding
 
     cause = next(c for c in catalog().causes.values() if c.layer == layer)
@@ -224,7 +281,7 @@ def test_blocking_follows_the_needs_graph(layer: str) -> None:
     assert states[layer] == "broken"
     for other in layers.LAYERS:
         if other.name != layer:
-            blocks = layer in layers.requires(other.name) or cause.id in other.blocked_by_ids
+            blocks = layer in layers_needed(other.name) or cause.id in other.blocked_by_ids
             expected = "blocked" if blocks else "ok"
             assert states[other.name] == expected, (layer, other.name)
 
@@ -241,25 +298,25 @@ def test_children_run_only_named_probe_functions() -> None:
 
 
 def test_the_tensorflow_child_runs_the_steps_the_registry_lists() -> None:
-    """Layers that need TensorFlow register steps (``Layer.tf_steps``); the TensorFlow child gets them in
+    """Units register steps of the TensorFlow child (``Unit.tf_steps``); the TensorFlow child gets them in
     registry order, and each step's facts come back as a probe outcome of its own."""
     from gpucheck.settings import Settings
 
-    steps = layers.tf_steps(Settings())
+    steps = registry.tf_steps(Settings())
     assert [s.key for s in steps] == ["placement"]
-    probes = {p.name: p for p in layers.probes(Settings())}
-    assert probes["placement"].within == layers.TENSORFLOW_PROBE.name
-    assert list(probes)[:2] == [layers.TENSORFLOW_PROBE.name, "placement"]  # the slowest start first
-    assert layers.tf_steps(Settings(framework="none")) == ()
-    assert "placement" not in {p.name for p in layers.probes(Settings(framework="none"))}
+    probes = {p.name: p for p in registry.probes(Settings())}
+    assert probes["placement"].within == registry.TENSORFLOW_PROBE.name
+    assert list(probes)[:2] == [registry.TENSORFLOW_PROBE.name, "placement"]  # the slowest start first
+    assert registry.tf_steps(Settings(framework="none")) == ()
+    assert "placement" not in {p.name for p in registry.probes(Settings(framework="none"))}
 
 
 def test_a_blocker_about_one_gpu_blocks_only_that_gpus_questions() -> None:
     """One lost GPU of eight: the seven others' per-GPU questions are answered; questions about no GPU in
     particular, and that GPU's own, are blocked."""
-    from gpucheck.decision import Question, decide
-    from gpucheck.diagnosis import Result, layer_states
-    from gpucheck.model import Severity, finding, root_cause, verdict
+    from gpucheck.blocking import Question, decide, layer_states, root_cause
+    from gpucheck.diagnosis import Result
+    from gpucheck.model import Severity, finding, verdict
 
     lost = finding("gpu-lost", Severity.BLOCKER, summary="s", cause="c", remedy="r", subject="GPU-5")
     ecc = finding("ecc-errors", Severity.BLOCKER, summary="s", cause="c", remedy="r", subject="GPU-2")

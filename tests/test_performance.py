@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.facts import BenchmarkRun
-from gpucheck.probes import benchplan
-from gpucheck.probes.performance import derive
+from gpucheck.performance import plan as benchplan
+from gpucheck.performance.facts import BenchmarkRun
+from gpucheck.performance.probe import derive
 
 
 @pytest.fixture(autouse=True)

@@ -253,9 +253,9 @@ def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[di
     a crash of gpucheck. The probes are started through the runner the diagnosis uses."""
     from gpucheck.facts import MemoryConfigFacts, ProbeOutcome, from_json
     from gpucheck.isolation import ChildRunner
-    from gpucheck.layers import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
     from gpucheck.rules.memory import memory_rules
     from gpucheck.settings import Settings
+    from gpucheck.stack import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
     from tests.test_placement_rules import base_facts
 
     fake_machine({**A100_VM, "cuda": {"init": "abort", "driver_version": 12040}})

@@ -5,7 +5,7 @@ Defect 1: ``--gpucheck-json PATH`` renamed a temporary file over PATH, so a char
 symlink became a regular file (as root, ``--gpucheck-json=/dev/null`` would replace the system's
 ``/dev/null``), and the file's mode was mkstemp's 0600. Defect 3: an unwritable path (``/proc/version`` as
 root) was found only at the end. The unit tests call ``gpucheck.report.write_report`` and
-``gpucheck.settings.parse_report_path``; the others run ``pytest --gpucheck`` for real, as the defects
+``gpucheck.reportfile.parse_report_path``; the others run ``pytest --gpucheck`` for real, as the defects
 were seen.
 """
 
@@ -29,9 +29,7 @@ import pytest
 from conftest import GpucheckRun, report_validator, validate_report
 from gpucheck import report
 from gpucheck.model import catalog
-from gpucheck.report import ReportWriteError, write_report
-from gpucheck.session import EXIT_REPORT_NOT_WRITTEN
-from gpucheck.settings import parse_report_path
+from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN, TEMP_PREFIX, ReportWriteError, parse_report_path, write_report
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="mknod of a device needs root")
@@ -50,7 +48,7 @@ def umask(mask: int) -> Iterator[None]:
 
 
 def leftovers(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.startswith((report.TEMP_PREFIX, ".gpucheck-probe-")))
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith((TEMP_PREFIX, ".gpucheck-probe-")))
 
 
 def mknod_null(path: Path) -> Path:
@@ -211,7 +209,7 @@ def test_write_failure_names_the_path_given_not_a_temporary_file() -> None:
     with pytest.raises(ReportWriteError) as info:
         write_report("/proc/gpucheck-report.json", TEXT)
     assert str(info.value).startswith("cannot write the report to /proc/gpucheck-report.json: ")
-    assert report.TEMP_PREFIX not in str(info.value)
+    assert TEMP_PREFIX not in str(info.value)
     assert isinstance(info.value, OSError), "callers that catch OSError still catch it"
     with pytest.raises(ReportWriteError) as multi:
         write_report("/proc/a\nb.json", TEXT)

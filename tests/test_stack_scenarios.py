@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.layers import requires
+from gpucheck.blocking import layers_needed as requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "stack"
 SHADOW_DIR = Path(__file__).parent / "shadow"

@@ -102,7 +102,7 @@ def test_regular_file_is_not_a_device_node(tmp_path: Path) -> None:
 def test_independent_of_root_cause() -> None:
     """NVML health readings above a framework-side root cause are not its consequences; a TensorFlow-side
     finding above it is; nothing is independent of a root cause below what it needs."""
-    from gpucheck.layers import independent_of
+    from gpucheck.blocking import independent_of
     from gpucheck.model import Severity, finding
 
     def make(cid: str) -> Any:

@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpucheck.diagnosis import Result
-from gpucheck.rules.nvml import answered
-from gpucheck.session import Check, current
-
-
-def gpu_ids(result: Result) -> list[str]:
-    if result.facts is None:
-        return []
-    nf = answered(result.facts)
-    return [g.id for g in nf.gpus] if nf is not None else []
+from gpucheck.blocking import asks
+from gpucheck.session import Answer, current
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gpu" not in metafunc.fixturenames:
         return
     session = current(metafunc.config)
-    ids = gpu_ids(session.result()) if session is not None else []
+    ids = list(session.result().gpus) if session is not None else []
     if ids:
         metafunc.parametrize("gpu", ids, ids=ids)
 
@@ -38,67 +30,55 @@ def gpu() -> str | None:
     return None
 
 
-def _nvml_unchecked(check: Check) -> str | None:
-    facts = check.result.facts
-    if facts is not None and answered(facts) is not None:
-        return None
-    return "NVML did not answer, so there is no GPU inventory to judge"
-
-
-def test_gpu_count(gpucheck_check: Check) -> None:
+@asks("visibility", ("gpu-count-mismatch",))
+def test_gpu_count(gpucheck_answer: Answer) -> None:
     """Does the machine show as many GPUs as --gpucheck-expect-gpus says it should?"""
-    gpucheck_check.verify(
-        "visibility",
-        ("gpu-count-mismatch",),
-        unchecked=None if gpucheck_check.settings.expect_gpus is not None else "--gpucheck-expect-gpus not given",
-    )
+    gpucheck_answer.check()
 
 
-def test_gpu_reachable(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("visibility", ("gpu-lost",))
+def test_gpu_reachable(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Does the GPU answer (not fallen off the bus, not lost)?"""
-    gpucheck_check.verify("visibility", ("gpu-lost",), subject=gpu, unchecked=_nvml_unchecked(gpucheck_check))
+    gpucheck_answer.check()
 
 
-def test_mig_addressable(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("visibility", ("mig-unaddressable",), blocked_by_ids=("gpu-lost",))
+def test_mig_addressable(gpucheck_answer: Answer, gpu: str | None) -> None:
     """With MIG on, is there a MIG instance CUDA can use?"""
-    gpucheck_check.verify(
-        "visibility", ("mig-unaddressable",), requires=("gpu-lost",), subject=gpu,
-        unchecked=_nvml_unchecked(gpucheck_check),
-    )
+    gpucheck_answer.check()
 
 
-def test_compute_mode_allows_work(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("visibility", ("compute-mode-prohibited",), blocked_by_ids=("gpu-lost",))
+def test_compute_mode_allows_work(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Does the compute mode let this process create a CUDA context on the GPU?"""
-    gpucheck_check.verify(
-        "visibility", ("compute-mode-prohibited",), requires=("gpu-lost",), subject=gpu,
-        unchecked=_nvml_unchecked(gpucheck_check),
-    )
+    gpucheck_answer.check()
 
 
-def test_memory_headroom(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("resources", ("gpu-memory-exhausted",))
+def test_memory_headroom(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Is at least --gpucheck-min-free-memory free on the GPU?"""
-    gpucheck_check.verify(
-        "resources", ("gpu-memory-exhausted",), subject=gpu, unchecked=_nvml_unchecked(gpucheck_check)
-    )
+    gpucheck_answer.check()
 
 
-def test_memory_healthy(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("health", ("ecc-errors",))
+def test_memory_healthy(gpucheck_answer: Answer, gpu: str | None) -> None:
     """No uncorrectable ECC errors, no pending page retirement or row remap, no failed remap?"""
-    gpucheck_check.verify("health", ("ecc-errors",), subject=gpu, unchecked=_nvml_unchecked(gpucheck_check))
+    gpucheck_answer.check()
 
 
-def test_clocks_not_throttled(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("health", ("clocks-throttled",))
+def test_clocks_not_throttled(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Is the GPU free of thermal, power-brake and hardware slowdown?"""
-    gpucheck_check.verify("health", ("clocks-throttled",), subject=gpu, unchecked=_nvml_unchecked(gpucheck_check))
+    gpucheck_answer.check()
 
 
-def test_pcie_link_at_max(gpucheck_check: Check, gpu: str | None) -> None:
+@asks("health", ("pcie-link-degraded",))
+def test_pcie_link_at_max(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Does the PCIe link run at its full width (and, under load, its full generation)?"""
-    gpucheck_check.verify("health", ("pcie-link-degraded",), subject=gpu, unchecked=_nvml_unchecked(gpucheck_check))
+    gpucheck_answer.check()
 
 
-def test_peer_to_peer(gpucheck_check: Check) -> None:
+@asks("health", ("p2p-unavailable", "p2p-unavailable-note"))
+def test_peer_to_peer(gpucheck_answer: Answer) -> None:
     """Where GPUs are meant to work together, can they reach each other peer-to-peer?"""
-    gpucheck_check.verify(
-        "health", ("p2p-unavailable", "p2p-unavailable-note"), unchecked=_nvml_unchecked(gpucheck_check)
-    )
+    gpucheck_answer.check()

@@ -1,82 +1,88 @@
 """Checks of the lower stack: one question a person would ask per check.
 
 Each check names its layer and the finding ids that answer its question; the
-verdict logic (blocked / failed / passed) lives in ``gpucheck.session.Check``.
+verdict logic (blocked / failed / passed) lives in ``gpucheck.blocking``, applied before each check runs.
 """
 
 from __future__ import annotations
 
-from gpucheck.session import Check
+from gpucheck.blocking import asks
+from gpucheck.session import Answer
 
 
-def test_diagnosis_completed(gpucheck_check: Check) -> None:
+@asks("hardware", ("diagnosis-incomplete",))
+def test_diagnosis_completed(gpucheck_answer: Answer) -> None:
     """Did every probe report (no interrupt, no probe that could not start)?"""
-    gpucheck_check.verify("hardware", ("diagnosis-incomplete",))
+    gpucheck_answer.check()
 
 
-def test_nvidia_gpu_on_pci_bus(gpucheck_check: Check) -> None:
+@asks("hardware", ("no-nvidia-gpu",))
+def test_nvidia_gpu_on_pci_bus(gpucheck_answer: Answer) -> None:
     """Is there an NVIDIA GPU on this machine?"""
-    gpucheck_check.verify("hardware", ("no-nvidia-gpu",))
+    gpucheck_answer.check()
 
 
-def test_kernel_module_loaded(gpucheck_check: Check) -> None:
+@asks("kernel", ("driver-not-loaded",))
+def test_kernel_module_loaded(gpucheck_answer: Answer) -> None:
     """Is the nvidia kernel module loaded?"""
-    gpucheck_check.verify("kernel", ("driver-not-loaded",))
+    gpucheck_answer.check()
 
 
-def test_device_nodes_usable(gpucheck_check: Check) -> None:
+@asks("kernel", ("device-nodes-inaccessible",), blocked_by_ids=("driver-not-loaded",))
+def test_device_nodes_usable(gpucheck_answer: Answer) -> None:
     """Can this process open /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia<N>?"""
-    gpucheck_check.verify("kernel", ("device-nodes-inaccessible",), requires=("driver-not-loaded",))
+    gpucheck_answer.check()
 
 
-def test_libcuda_loads(gpucheck_check: Check) -> None:
+@asks("driver", ("libcuda-missing",))
+def test_libcuda_loads(gpucheck_answer: Answer) -> None:
     """Does libcuda.so.1 load?"""
-    gpucheck_check.verify("driver", ("libcuda-missing",))
+    gpucheck_answer.check()
 
 
-def test_nvml_loads(gpucheck_check: Check) -> None:
+@asks("driver", ("nvml-missing",))
+def test_nvml_loads(gpucheck_answer: Answer) -> None:
     """Does libnvidia-ml.so.1 load and initialise?"""
-    gpucheck_check.verify("driver", ("nvml-missing",))
+    gpucheck_answer.check()
 
 
-def test_driver_matches_kernel_module(gpucheck_check: Check) -> None:
+@asks("driver", ("driver-library-mismatch",))
+def test_driver_matches_kernel_module(gpucheck_answer: Answer) -> None:
     """Are the user-space driver and the kernel module of one version?"""
-    gpucheck_check.verify("driver", ("driver-library-mismatch",))
+    gpucheck_answer.check()
 
 
-def test_cuda_initialises(gpucheck_check: Check) -> None:
+@asks("driver", ("cuda-init-failed", "driver-hung", "driver-call-crashed"), blocked_by_ids=("libcuda-missing", "driver-library-mismatch"))
+def test_cuda_initialises(gpucheck_answer: Answer) -> None:
     """Does cuInit succeed, in time and without crashing?"""
-    gpucheck_check.verify(
-        "driver",
-        ("cuda-init-failed", "driver-hung", "driver-call-crashed"),
-        requires=("libcuda-missing", "driver-library-mismatch"),
-    )
+    gpucheck_answer.check()
 
 
-def test_visible_devices_env(gpucheck_check: Check) -> None:
+@asks("visibility", ("devices-hidden-by-env", "gpu-lost"))
+def test_visible_devices_env(gpucheck_answer: Answer) -> None:
     """Do CUDA_VISIBLE_DEVICES and friends let this process see the GPUs?"""
-    gpucheck_check.verify("visibility", ("devices-hidden-by-env", "gpu-lost"))
+    gpucheck_answer.check()
 
 
-def test_driver_new_enough(gpucheck_check: Check) -> None:
+@asks("compatibility", ("driver-too-old", "driver-minor-version-compat"))
+def test_driver_new_enough(gpucheck_answer: Answer) -> None:
     """Is the driver new enough for the CUDA that the libraries were built with?"""
-    gpucheck_check.verify("compatibility", ("driver-too-old", "driver-minor-version-compat"))
+    gpucheck_answer.check()
 
 
-def test_tensorflow_importable(gpucheck_check: Check) -> None:
+@asks("framework", ("framework-missing",))
+def test_tensorflow_importable(gpucheck_answer: Answer) -> None:
     """Can TensorFlow be imported?"""
-    gpucheck_check.verify("framework", ("framework-missing",))
+    gpucheck_answer.check()
 
 
-def test_tensorflow_is_cuda_build(gpucheck_check: Check) -> None:
+@asks("framework", ("framework-cpu-only",), blocked_by_ids=("framework-missing",))
+def test_tensorflow_is_cuda_build(gpucheck_answer: Answer) -> None:
     """Is the installed TensorFlow a CUDA build?"""
-    gpucheck_check.verify("framework", ("framework-cpu-only",), requires=("framework-missing",))
+    gpucheck_answer.check()
 
 
-def test_tensorflow_registers_gpus(gpucheck_check: Check) -> None:
+@asks("framework", ("framework-gpu-init-failed", "framework-crashed", "framework-hung"), blocked_by_ids=("framework-missing", "framework-cpu-only"))
+def test_tensorflow_registers_gpus(gpucheck_answer: Answer) -> None:
     """Does TensorFlow register the GPUs (without crashing or hanging)?"""
-    gpucheck_check.verify(
-        "framework",
-        ("framework-gpu-init-failed", "framework-crashed", "framework-hung"),
-        requires=("framework-missing", "framework-cpu-only"),
-    )
+    gpucheck_answer.check()

@@ -13,7 +13,6 @@ import stat
 from pathlib import Path
 
 from gpucheck.facts import DeviceNode, HardwareFacts, KernelFacts, PciDevice
-from gpucheck.probes.clusterconfig import CLUSTER_ENVIRONMENT_KEYS
 
 NVIDIA_VENDOR = "0x10de"
 #: PCI base class 0x03: display controller (VGA 0x0300, 3D 0x0302).
@@ -33,12 +32,12 @@ ENVIRONMENT_KEYS = (
     "TF_GPU_ALLOCATOR",
     "TF_FORCE_GPU_ALLOW_GROWTH",
     "XLA_FLAGS",
-    *CLUSTER_ENVIRONMENT_KEYS,
 )
 
 
-def probe_environment() -> dict[str, str | None]:
-    return {key: os.environ.get(key) for key in ENVIRONMENT_KEYS}
+def probe_environment(more: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """The variables the rules weigh (``ENVIRONMENT_KEYS``, and ``more``: the units' own), as this run sees them."""
+    return {key: os.environ.get(key) for key in (*ENVIRONMENT_KEYS, *more)}
 
 
 def host_root() -> Path:

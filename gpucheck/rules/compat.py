@@ -63,12 +63,6 @@ def _runtime_version(facts: Facts) -> str | None:
     return cudart.version if cudart is not None and cudart.loaded else None
 
 
-def _pip_remedy(build: Build) -> str:
-    if build.framework_version:
-        return f'`pip install "tensorflow[and-cuda]=={build.framework_version}"`'
-    return '`pip install "tensorflow[and-cuda]"`'
-
-
 def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
     cf = facts.cuda.facts
     build = framework_build(facts)

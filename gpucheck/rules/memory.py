@@ -60,6 +60,12 @@ def not_judged(facts: Facts) -> str | None:
     return None
 
 
+def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
+    """Why the memory settings were not judged here: no TensorFlow diagnosed, or memory growth not tried."""
+    why = "--gpucheck-framework=none" if settings.framework == "none" else not_judged(facts)
+    return {"memory-config-failed": why} if why is not None else {}
+
+
 def _env_rules(env: dict[str, str | None]) -> list[Finding]:
     value = env.get("TF_FORCE_GPU_ALLOW_GROWTH")
     if value is None or value in ALLOW_GROWTH_VALUES:

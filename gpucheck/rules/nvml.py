@@ -86,6 +86,30 @@ def answered(facts: Facts) -> NvmlFacts | None:
     return nf
 
 
+#: The questions NVML's inventory answers (by the id each is named after).
+INVENTORY_QUESTIONS = (
+    "gpu-lost", "mig-unaddressable", "compute-mode-prohibited", "gpu-memory-exhausted", "ecc-errors",
+    "clocks-throttled", "pcie-link-degraded", "p2p-unavailable",
+)
+
+
+def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
+    """What NVML's inventory cannot answer here: every per-GPU question when NVML did not answer, the GPU
+    count when no count is expected."""
+    out = {} if answered(facts) is not None else dict.fromkeys(
+        INVENTORY_QUESTIONS, "NVML did not answer, so there is no GPU inventory to judge"
+    )
+    if settings.expect_gpus is None:
+        out["gpu-count-mismatch"] = "--gpucheck-expect-gpus not given"
+    return out
+
+
+def gpu_subjects(facts: Facts) -> tuple[str, ...]:
+    """The GPUs NVML lists, as findings name them ("GPU-0"): the subjects of the per-GPU checks."""
+    nf = answered(facts)
+    return tuple(g.id for g in nf.gpus) if nf is not None else ()
+
+
 def lost(gpu: NvmlGpu) -> bool:
     if gpu.handle_error is not None:
         return gpu.handle_error.code in LOST_CODES

@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
-from gpucheck.facts import BenchmarkRun, PerformanceFacts, to_json
-from gpucheck.probes.benchplan import LOGICAL_CPUS, Spec, from_env
-from gpucheck.protocol import BENCH_PLAN_ENV, Checkpoint, stage, timeout_from_env
+from gpucheck.facts import to_json
+from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts
+from gpucheck.performance.plan import BENCH_PLAN_ENV, LOGICAL_CPUS, MATPOW_REFERENCES, Spec, from_env
+from gpucheck.protocol import Checkpoint, stage, timeout_from_env
 
 #: A round lasts about this long; rounds are repeated for about MEASURE_S, at least MIN_ROUNDS times.
 ROUND_S = 0.05
@@ -124,13 +125,13 @@ def derive(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
                 extra["speedup"] = rate / base
                 extra["efficiency"] = rate / base / devices
         if run.kind == "matpow" and len(run.devices) == 2:
-            one = by_name.get("test_matpow[GPU:0]")
+            one = by_name.get(MATPOW_REFERENCES[0])
             t_one, t_two = (median(one) if one else None), median(run)
             if t_one and t_two:
                 extra["speedup"] = t_one / t_two
                 extra["efficiency"] = t_one / t_two / 2
         if run.kind == "matpow_fallback":
-            asked = by_name.get("test_matpow[GPU:0]") or by_name.get("test_matpow[CPU:0]")
+            asked = by_name.get(MATPOW_REFERENCES[0]) or by_name.get(MATPOW_REFERENCES[1])
             t_asked, t_fell = (median(asked) if asked else None), median(run)
             if asked is not None and t_asked and t_fell:
                 extra["compared_with"] = asked.name

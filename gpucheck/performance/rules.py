@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck import expected
-from gpucheck.facts import BenchmarkRun, Facts, PerformanceFacts
+from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.performance import expected
+from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts, outcome, performance
 from gpucheck.rules import devicemap, nvml
 from gpucheck.settings import Settings
 
@@ -51,10 +52,6 @@ class Expectation:
     @property
     def share(self) -> float:
         return self.measured / self.expected
-
-
-def performance(facts: Facts) -> PerformanceFacts | None:
-    return facts.performance.facts if facts.performance is not None else None
 
 
 def tf_gpu_index(devices: tuple[str, ...], physical: bool = True) -> int | None:
@@ -131,7 +128,7 @@ def expectation(facts: Facts, run: BenchmarkRun) -> Expectation | None:
 def performance_rules(facts: Facts, settings: Settings) -> list[Finding]:
     pf = performance(facts)
     out: list[Finding] = []
-    if facts.performance is not None and (pf is None or not pf.finished or pf.setup_error):
+    if outcome(facts) is not None and (pf is None or not pf.finished or pf.setup_error):
         out.append(_process_failed(facts, pf))
     if pf is None:
         return out
@@ -298,8 +295,9 @@ def _benchmark_failed(facts: Facts, run: BenchmarkRun) -> Finding:
 
 
 def _process_failed(facts: Facts, pf: PerformanceFacts | None) -> Finding:
-    assert facts.performance is not None
-    exit_ = facts.performance.exit
+    found = outcome(facts)
+    assert found is not None
+    exit_ = found.exit
     if pf is not None and pf.setup_error:
         what = f"it could not set up its devices: {pf.setup_error}"
     elif exit_.status == "timeout" or exit_.returncode == 124:

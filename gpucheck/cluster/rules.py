@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpucheck.facts import ClusterConfigFacts, ClusterFacts, ConfigProblem, Facts, PeerReach, TaskFacts
+from gpucheck.cluster.facts import ClusterConfigFacts, ClusterFacts, ConfigProblem, PeerReach, TaskFacts
+from gpucheck.cluster.facts import config as config_of
+from gpucheck.cluster.facts import outcome as outcome_of
+from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.settings import Settings
 
@@ -50,11 +53,11 @@ def config_finding(p: ConfigProblem, config: ClusterConfigFacts) -> Finding:
 
 
 def cluster_rules(facts: Facts, settings: Settings) -> list[Finding]:
-    config = facts.cluster_config
+    config = config_of(facts)
     if config is None or config.source is None:
         return []
     out = [config_finding(p, config) for p in config.problems]
-    outcome = facts.cluster
+    outcome = outcome_of(facts)
     if outcome is None or config.blocking():
         return out
     cf = outcome.facts
@@ -264,28 +267,20 @@ def _child_failed(exit_: Any, cf: ClusterFacts | None) -> Finding:
     )
 
 
-def cluster_summary(facts: Facts) -> list[str]:
-    """The collective's figures for the terminal: replicas, latency, bandwidth, per task."""
-    config = facts.cluster_config
-    cf = facts.cluster.facts if facts.cluster is not None else None
-    if config is None or cf is None:
-        return []
-    lines = []
-    for t in cf.tasks:
-        run = t.collective
-        if run is None or not run.correct:
-            continue
-        if run.kind == "all-reduce" and run.latency_s is not None and run.busbw_gbps is not None:
-            lines.append(
-                f"  {t.job}:{t.index} {t.address}: all-reduce of {run.replicas} replicas correct, latency "
-                f"{run.latency_s * 1e3:.2f} ms, {run.bytes / 2**20:g} MiB at {run.busbw_gbps:.3g} GB/s busbw"
-            )
-        elif run.kind == "parameter-server":
-            lines.append(
-                f"  {t.job}:{t.index} {t.address}: {int(run.expected)} steps on {run.replicas} workers "
-                f"({', '.join(run.workers_stepped)}), variable on {', '.join(run.variable_devices)}"
-            )
-    if not lines:
-        return []
-    head = f"cluster ({config.text if config.source == 'local' else config.source}, over gRPC on the CPU):"
-    return ["", head, *lines]
+#: The questions that need the peers (and the collective, TensorFlow too).
+PEERS = ("cluster-peer-unreachable",)
+COLLECTIVE = ("cluster-collective-failed",)
+
+
+def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
+    """Why the peers and the collective were not looked at: a TF_CONFIG is validated on every run, the rest
+    only with --gpucheck-cluster; the child did not run; with --gpucheck-framework=none, no collective."""
+    config = config_of(facts)
+    why: str | None = None
+    if config is not None and not config.asked:
+        why = "TF_CONFIG is validated on every run; --gpucheck-cluster reaches the peers and runs a collective"
+    elif outcome_of(facts) is None:
+        why = facts.not_run.get("cluster", "the cluster probe did not run")
+    if why is not None:
+        return dict.fromkeys(PEERS + COLLECTIVE, why)
+    return dict.fromkeys(COLLECTIVE, "--gpucheck-framework=none") if settings.framework == "none" else {}

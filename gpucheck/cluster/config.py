@@ -31,10 +31,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from gpucheck.facts import ClusterConfigFacts, ClusterJob, ConfigProblem
+from gpucheck.cluster.facts import ClusterConfigFacts, ClusterJob, ConfigProblem
 from gpucheck.settings import LOCAL_CLUSTER
 
-#: The variables this reads (recorded as facts, ``gpucheck.probes.host.ENVIRONMENT_KEYS``).
+#: The cluster child's --gpucheck-cluster value and its wait for the peers (--gpucheck-cluster-timeout).
+CLUSTER_SPEC_ENV = "GPUCHECK_CLUSTER_SPEC"
+CLUSTER_WAIT_ENV = "GPUCHECK_CLUSTER_WAIT"
+#: "0": the cluster child reaches the peers and stops there (--gpucheck-framework=none: no TensorFlow).
+CLUSTER_COLLECTIVE_ENV = "GPUCHECK_CLUSTER_COLLECTIVE"
+
+#: The variables this reads (recorded as facts, ``Unit.environment_keys``).
 CLUSTER_ENVIRONMENT_KEYS = (
     "TF_CONFIG",
     "SLURM_PROCID",

@@ -38,22 +38,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from gpucheck.facts import (
-    ClusterConfigFacts,
-    ClusterFacts,
-    ClusterJob,
-    CollectiveRun,
-    PeerReach,
-    TaskFacts,
-    from_json,
-    to_json,
-)
-from gpucheck.isolation import ChildRunner
-from gpucheck.probes.clusterconfig import MWMS, PSS, own_address, read_config, split_address, tf_config_for
-from gpucheck.protocol import (
+from gpucheck.cluster.config import (
     CLUSTER_COLLECTIVE_ENV,
     CLUSTER_SPEC_ENV,
     CLUSTER_WAIT_ENV,
+    MWMS,
+    PSS,
+    own_address,
+    read_config,
+    split_address,
+    tf_config_for,
+)
+from gpucheck.cluster.facts import ClusterConfigFacts, ClusterFacts, ClusterJob, CollectiveRun, PeerReach, TaskFacts
+from gpucheck.facts import from_json, to_json
+from gpucheck.isolation import ChildRunner
+from gpucheck.protocol import (
     TIMEOUT_ENV,
     Checkpoint,
     seconds_from_env,
@@ -254,14 +253,6 @@ def _role(config: ClusterConfigFacts) -> str:
 
 def _strategy_name(role: str) -> str:
     return {"coordinator": PSS, "server": "tf.distribute.Server", "collective": MWMS}.get(role, role)
-
-
-def _work_name(role: str) -> str:
-    return {
-        "coordinator": "parameter-server smoke test",
-        "server": "wait for the chief",
-        "collective": "all-reduce",
-    }.get(role, role)
 
 
 def _peers(config: ClusterConfigFacts) -> list[tuple[str, int, str]]:

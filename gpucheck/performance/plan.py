@@ -11,6 +11,9 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+#: The benchmarks the performance child measures, as JSON (``to_env``, ``from_env``).
+BENCH_PLAN_ENV = "GPUCHECK_BENCH_PLAN"
+
 #: Logical CPU devices the benchmark child splits the CPU into: multi-device code paths (all-reduce,
 #: scaling) run on them where there is no second GPU. They share the CPU's cores: their figures are
 #: reported, their scaling is never judged.
@@ -18,6 +21,8 @@ LOGICAL_CPUS = 4
 
 #: The benchmark kinds, in the order they run (the test functions of ``checks/checks_performance.py``).
 REDUCTIONS = (None, "nccl", "hierarchical-copy", "one-device")
+#: What a split or fallback matpow is compared with: matpow on the first GPU, else on the CPU.
+MATPOW_REFERENCES = ("test_matpow[GPU:0]", "test_matpow[CPU:0]")
 KINDS = ("matmul", "matpow", "matpow_fallback", "copy", "conv", "launch", "allreduce", "scaling")
 
 

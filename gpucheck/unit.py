@@ -1,0 +1,129 @@
+"""What a unit is made of: the vocabulary of the registry (``gpucheck.registry``).
+
+A unit is what one source of facts gives: its probes (child processes, steps of the one TensorFlow
+process, or quick in-process readings), its rules, its checks, its rendering and its pytest side, each
+registered with the layer (``gpucheck.layers``) it answers. A run gathers what the layers it checks
+need: a probe, step, rule or check of a layer this run does not check is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpucheck.facts import Facts
+from gpucheck.model import Finding
+from gpucheck.settings import Settings
+
+Rule = Callable[[Facts, Settings], list[Finding]]
+
+
+@dataclass(frozen=True)
+class PreStart:
+    """What is known before any probe child starts: the in-process host facts and the settings."""
+
+    nvidia_gpus_on_bus: int
+    environment: dict[str, str | None]
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class ChildProbe:
+    """A probe that runs in a child process (``python -m gpucheck.probes.child TARGET OUT``).
+
+    ``target`` is ``module:function`` under ``gpucheck.``; the function returns a facts object, or
+    yields ever more complete ones (a staged probe: each is written as soon as it is known, so a crash
+    in a later step keeps the earlier facts). ``field`` is the facts field its outcome fills."""
+
+    name: str
+    layer: str
+    target: str
+    facts_cls: type[Any]
+    field: str
+    #: Variables set for the child; otherwise it runs with the user's environment, as their programs do.
+    env: tuple[tuple[str, str], ...] = ()
+    #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON).
+    within: str | None = None
+    #: Why the probe is not worth a process here, or None: a pure function of what is known before any
+    #: child starts (the host's PCI view and the environment). None: always worth one.
+    skip_reason: Callable[[PreStart], str | None] | None = None
+    #: Its time limit, where it is not --gpucheck-timeout (the cluster child waits for its peers).
+    timeout: Callable[[Settings], float] | None = None
+    #: Variables set for the child from the settings (the cluster spec and the wait).
+    settings_env: Callable[[Settings], dict[str, str]] | None = None
+
+    def time_limit(self, settings: Settings) -> float:
+        return self.timeout(settings) if self.timeout is not None else settings.timeout
+
+
+@dataclass(frozen=True)
+class TfStep:
+    """A step in the one TensorFlow process (``gpucheck.probes.tfchild``): ``target`` is a function
+    ``(timeout) -> Iterator[(facts, budget)]``; its facts land under ``key`` in that child's JSON and
+    fill the facts field of the same name."""
+
+    key: str
+    layer: str
+    target: str
+    facts_cls: type[Any]
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """A quick reading made in the pytest process itself (no driver, no TensorFlow): the cluster
+    configuration from the environment. ``read(settings, environment)`` never raises."""
+
+    field: str
+    layer: str
+    read: Callable[[Settings, Mapping[str, str | None]], Any]
+
+
+@dataclass(frozen=True)
+class LayerRule:
+    """A rules entry point and the layer it answers (rules run bottom-up, in layer order)."""
+
+    layer: str
+    rule: Rule
+
+
+@dataclass(frozen=True)
+class CheckFile:
+    """A check file (a path relative to the gpucheck package) that pytest collects for ``layer``."""
+
+    layer: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    probes: tuple[ChildProbe, ...] = ()
+    tf_steps: tuple[TfStep, ...] = ()
+    in_process: tuple[InProcess, ...] = ()
+    #: Child probes started once the diagnosis of every layer below has ended (``Diagnosis.measure``), so
+    #: that they time a machine where no probe of ours still runs.
+    after: tuple[ChildProbe, ...] = ()
+    rules: tuple[LayerRule, ...] = ()
+    #: Why a question (by finding id) could not be looked at here: ``{id: reason}``, a pure function of the
+    #: facts (NVML did not answer; --gpucheck-expect-gpus not given).
+    not_checked: Callable[[Facts, Settings], Mapping[str, str]] | None = None
+    checks: tuple[CheckFile, ...] = ()
+    #: The environment variables its rules weigh, recorded in the facts (``Facts.environment``).
+    environment_keys: tuple[str, ...] = ()
+    #: Its lines in the terminal summary, after the verdict's findings.
+    summary: Callable[[Facts], list[str]] | None = None
+    #: Its key figures for ``gpucheck merge``, read from a report's ``facts`` JSON (any shape: defensive).
+    figures: Callable[[Any], dict[str, Any]] | None = None
+    #: Those figures in words, for merge's table.
+    figures_text: Callable[[Mapping[str, Any]], list[str]] | None = None
+    #: Its pytest side, ``module:Class`` under ``gpucheck.``: registered with the session only when the
+    #: layer of its checks is asked for (as pytest registers ``LogXML`` only with ``--junitxml``).
+    pytest_plugin: str | None = None
+
+    @property
+    def layers(self) -> frozenset[str]:
+        parts: list[Any] = [*self.probes, *self.tf_steps, *self.in_process, *self.after, *self.rules, *self.checks]
+        return frozenset(p.layer for p in parts)
+
+

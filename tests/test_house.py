@@ -155,7 +155,7 @@ def test_the_checker_sees_imports_and_cycles() -> None:
     """The graph is not empty by accident: known edges are there."""
     g = graph()
     assert "gpucheck.protocol" in g["gpucheck.isolation"] and "gpucheck.protocol" in g["gpucheck.probes.child"]
-    assert "gpucheck.registry" in g["gpucheck.diagnosis"] and "gpucheck.facts" in g["gpucheck.rules.memory"]
+    assert "gpucheck.registry" in g["gpucheck.diagnosis"] and "gpucheck.rules.common" in g["gpucheck.rules.memory"]
     assert "gpucheck.performance" in g["gpucheck.registry"] and "gpucheck.cluster.config" in g["gpucheck.cluster"]
     # isolation and the probe child no longer import each other (they share gpucheck.protocol).
     assert "gpucheck.probes.child" not in g["gpucheck.isolation"]

@@ -10,7 +10,7 @@ from typing import Any
 from gpucheck import knowledge
 from gpucheck.facts import CudaDevice, Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.rules.driver import library_version
+from gpucheck.rules.common import library_version
 from gpucheck.settings import Settings
 
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os.path
-import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import ChildExit, CudaCall, Facts
+from gpucheck.facts import CudaCall, Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.rules.host import gpus_on_bus
+from gpucheck.rules.common import CUDA_NO_DEVICE, gpus_on_bus, library_version, probe_failure
 from gpucheck.settings import Settings
 
-CUDA_NO_DEVICE = 100
 CUDA_STUB_LIBRARY = 34
 CUDA_INSUFFICIENT_DRIVER = 35
 CUDA_SYSTEM_DRIVER_MISMATCH = 803
@@ -22,206 +20,303 @@ NVML_DRIVER_NOT_LOADED = 9
 NVML_GPU_IS_LOST = 15
 NVML_LIB_RM_VERSION_MISMATCH = 18
 
-_LIB_VERSION = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)?)$")
-
-
-def library_version(path: str | None) -> str | None:
-    """``/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15`` -> ``550.54.15`` (how TensorFlow reads it too)."""
-    if not path:
-        return None
-    m = _LIB_VERSION.search(os.path.basename(path))
-    return m.group(1) if m else None
-
-
-#: Error and fatal log lines: absl's ("E0000 00:00:..."), TensorFlow 1.x/2.x's ("2026-... : F file.cc:37] ..."),
-#: and Python's own "Fatal Python error" (faulthandler).
-_SEVERE_LINE = re.compile(r"^(?:[EF]\d{4} |\d{4}-\d\d-\d\d [\d:.]+: [EF] )|Fatal Python error")
-_TRACE_LINE = re.compile(r"^(?:  File \"|Current thread 0x|Thread 0x|Extension modules:|\s*$)")
-
-
-def child_evidence(exit_: ChildExit) -> dict[str, Any]:
-    """How a probe child ended, with the lines that say why: severe log lines first, then the tail
-    of its output without Python's stack frames."""
-    return {
-        "severe_lines": [ln for ln in exit_.stderr_tail if _SEVERE_LINE.search(ln)][-10:],
-        "status": exit_.status,
-        "returncode": exit_.returncode,
-        "signal": exit_.signal,
-        "last_call": exit_.last_stage,
-        "duration_s": exit_.duration_s,
-        "output_tail": [ln for ln in exit_.stderr_tail if not _TRACE_LINE.match(ln)][-15:],
-        "error": exit_.error,
-    }
-
-
-def _call_text(call: CudaCall) -> str:
-    return f"{call.function}() returned {call.code} ({call.name or 'unknown'}" + (
-        f": {call.message})" if call.message else ")"
-    )
-
-
-def probe_failure(name: str, library: str, exit_: ChildExit, timeout: float) -> Finding | None:
-    """A driver probe child that hung or died is a finding of its own."""
-    where = exit_.last_stage or "start-up"
-    if exit_.status == "timeout":
-        return finding(
-            "driver-hung",
-            Severity.BLOCKER,
-            summary=f"A driver call ({where}) did not return within {timeout:g} s.",
-            cause=(
-                f"The {name} probe hung in {where} and was killed with its process group after {timeout:g} s: the GPU "
-                "or the driver is in a bad state, and every CUDA program (TensorFlow too) will hang the same way."
-            ),
-            remedy=(
-                "Look at `sudo dmesg` for Xid errors and at `nvidia-smi`; stop what holds the GPU, then reset it "
-                "(`sudo nvidia-smi -r -i <gpu>`) or reboot. If the machine is only slow, raise --gpucheck-timeout."
-            ),
-            evidence=child_evidence(exit_),
-        )
-    if exit_.status == "crashed":
-        how = exit_.signal or f"exit code {exit_.returncode}"
-        return finding(
-            "driver-call-crashed",
-            Severity.BLOCKER,
-            summary=f"{library} crashed the process that called {where} ({how}).",
-            cause=(
-                f"The {name} probe died with {how} in {where}: the user-space driver is broken or does not match "
-                "this system; every CUDA program will die the same way."
-            ),
-            remedy=(
-                "Reinstall the NVIDIA driver (user-space libraries and kernel module of one version) and reboot; "
-                "check `sudo dmesg` for Xid errors."
-            ),
-            evidence=child_evidence(exit_),
-        )
-    if exit_.status == "error":
-        return finding(
-            "diagnosis-incomplete",
-            Severity.BLOCKER,
-            summary=f"The {name} probe could not run.",
-            cause=exit_.error or "the probe process could not be started",
-            remedy="Check that the Python running pytest can start a child process of itself.",
-            evidence=child_evidence(exit_),
-        )
-    return None
-
 
 def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    """The driver layer's findings, in this order:
+
+    - ``driver-hung``, ``driver-call-crashed``, ``diagnosis-incomplete``: the CUDA probe child hung, died
+      or could not run (``rules.common.probe_failure``);
+    - ``libcuda-missing``: libcuda.so.1 does not load;
+    - else cuInit's error: ``driver-library-mismatch`` (803), ``driver-too-old`` (35),
+      ``forward-compat-unsupported`` (804), ``cuda-init-failed`` (the stub library, 34, or any other);
+    - the same three for the NVML probe child, unless the CUDA probe's failure has the same id;
+    - ``nvml-missing``: libnvidia-ml.so.1 does not load;
+    - else nvmlInit's error: ``driver-library-mismatch`` (18), ``driver-not-loaded`` (9), ``gpu-lost`` (15),
+      ``nvml-missing`` (any other); one CUDA already reported joins it as evidence;
+    - ``driver-library-mismatch``: libcuda's file name and the kernel module differ in version.
+    """
     out: list[Finding] = []
-    on_bus = gpus_on_bus(facts)
-    cuda, nvml, kernel = facts.cuda, facts.nvml, facts.kernel
-    ld_path = facts.environment.get("LD_LIBRARY_PATH")
-
-    crash = probe_failure("CUDA driver", "libcuda.so.1", cuda.exit, settings.timeout)
-    if crash is not None:
-        out.append(crash)
-    cf = cuda.facts
-    if cf is not None and not cf.library.loaded:
-        module = kernel.module_version
-        out.append(
-            finding(
-                "libcuda-missing",
-                Severity.BLOCKER,
-                summary="libcuda.so.1, the CUDA driver library, cannot be loaded.",
-                cause=f"dlopen(\"libcuda.so.1\") failed: {cf.library.error}.",
-                remedy=(
-                    f"Install the user-space driver that matches the kernel module {module} (e.g. "
-                    f"`sudo apt install libnvidia-compute-{module.split('.')[0]}`), or in a container start it with "
-                    "`--gpus all` so the NVIDIA Container Toolkit mounts it."
-                    if module
-                    else "Install the NVIDIA driver (it provides libcuda.so.1); in a container, start it with "
-                    "`--gpus all` so the NVIDIA Container Toolkit mounts the driver libraries."
-                ),
-                evidence={"loader_error": cf.library.error, "LD_LIBRARY_PATH": ld_path, "kernel_module": module},
-            )
-        )
-    elif cf is not None and cf.init is not None and cf.init.code not in (0, None):
-        out.extend(_cuinit_findings(facts, cf.init, cf.library.path, on_bus))
-
-    nvml_crash = probe_failure("NVML", "libnvidia-ml.so.1", nvml.exit, settings.timeout)
-    if nvml_crash is not None and (crash is None or crash.id != nvml_crash.id):
+    cuda_crash = probe_failure("CUDA driver", "libcuda.so.1", facts.cuda.exit, settings.timeout)
+    if cuda_crash is not None:
+        out.append(cuda_crash)
+    out += _libcuda_missing(facts) or _cuinit_failed(facts)
+    nvml_crash = probe_failure("NVML", "libnvidia-ml.so.1", facts.nvml.exit, settings.timeout)
+    if nvml_crash is not None and (cuda_crash is None or cuda_crash.id != nvml_crash.id):
         out.append(nvml_crash)
-    nf = nvml.facts
-    if nf is not None and not nf.library.loaded:
-        blind = _tensorflow_blind_without_nvml(facts)
-        capabilities = facts.environment.get("NVIDIA_DRIVER_CAPABILITIES") or None  # empty: the toolkit's default
-        no_utility = capabilities is not None and not _has_utility(capabilities)
-        out.append(
-            finding(
-                "nvml-missing",
-                # Monitoring (and gpucheck's health checks) go blind without NVML; TensorFlow 2.21 goes blind too.
-                Severity.BLOCKER if blind else Severity.DEGRADED,
-                summary=(
-                    f"libnvidia-ml.so.1 (NVML) cannot be loaded, and TensorFlow {blind} registers no GPU without it, "
-                    f"although the CUDA driver sees {_count_text(facts)}."
-                    if blind
-                    else "libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded."
-                ),
-                cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}."
-                + (_BLIND_CAUSE if blind else "")
-                + (
-                    f" NVIDIA_DRIVER_CAPABILITIES={capabilities} leaves out `utility`, so the NVIDIA Container "
-                    "Toolkit did not mount libnvidia-ml into the container."
-                    if no_utility
-                    else ""
-                ),
-                remedy=(
-                    "Start the container with NVML mounted: `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or "
-                    "`all`) with `--gpus all`."
-                    if no_utility
-                    else "Install the NVIDIA driver's NVML library of the same version as libcuda (package "
-                    "`libnvidia-compute-<branch>` or the driver installer); in a container use `--gpus all`."
-                ),
-                evidence={
-                    "loader_error": nf.library.error,
-                    "LD_LIBRARY_PATH": ld_path,
-                    "NVIDIA_DRIVER_CAPABILITIES": capabilities,
-                    **({"tensorflow_gpus": 0, "cuda_devices": _count(facts)} if blind else {}),
-                },
-            )
-        )
-    elif nf is not None and nf.init is not None and nf.init.code not in (0, None) and on_bus:
-        # NVML_ERROR_DRIVER_NOT_LOADED agreeing with the kernel layer is one finding, the kernel's (NVML's
-        # answer is in its evidence); said alone (the module looks loaded), it is NVML's own.
-        kernel_says_unloaded = (
-            kernel.version_line is None and not kernel.module_in_sysfs and not facts.hardware.wsl_dxg
-        )
-        blind = _tensorflow_blind_without_nvml(facts)
-        for f in _nvml_init_findings(nf.init, kernel.module_version):
-            if f.id == "driver-not-loaded" and kernel_says_unloaded:
-                continue
-            if f.id == "nvml-missing" and blind:
-                # TensorFlow's CUDA platform needs nvmlInit_v2 to succeed too (see _tensorflow_blind_without_nvml).
-                f = replace(
-                    f,
-                    severity=Severity.BLOCKER,
-                    summary=f"{f.summary[:-1]}, and TensorFlow {blind} registers no GPU without it, although the "
-                    f"CUDA driver sees {_count_text(facts)}.",
-                    cause=f.cause + _BLIND_CAUSE,
-                    remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it: TensorFlow needs NVML to "
-                    "initialise, not only monitoring.",
-                    evidence={**f.evidence, "tensorflow_gpus": 0, "cuda_devices": _count(facts)},
-                )
-            same = next((i for i, o in enumerate(out) if o.id == f.id and o.subject == f.subject), None)
-            if same is None:
-                out.append(f)
-            else:
-                # CUDA said it first (cuInit 803 for a mismatch): one finding, NVML's answer joins its evidence.
-                out[same] = replace(out[same], evidence={**out[same].evidence, "nvmlInit": f.evidence})
-
-    # The version in libcuda's file name against the kernel module's: an upgrade without a reboot.
-    lib_version = library_version(cf.library.path) if cf is not None else None
-    if (
-        lib_version
-        and kernel.module_version
-        and lib_version != kernel.module_version
-        and not any(f.id == "driver-library-mismatch" for f in out)
-    ):
-        out.append(_mismatch(kernel.module_version, lib_version, {"libcuda": cf.library.path if cf else None}))
+    library_missing = _nvml_library_missing(facts)
+    if library_missing is not None:
+        out.append(library_missing)
+    else:
+        out = _with_nvml_init_failed(out, facts)
+    out += _versions_differ(facts, out)
     return out
 
 
-def _mismatch(module: str | None, library: str | None, evidence: dict[str, Any]) -> Finding:
+def _libcuda_missing(facts: Facts) -> list[Finding]:
+    """``libcuda-missing``: dlopen("libcuda.so.1") failed."""
+    cf = facts.cuda.facts
+    if cf is None or cf.library.loaded:
+        return []
+    module = facts.kernel.module_version
+    return [
+        finding(
+            "libcuda-missing",
+            Severity.BLOCKER,
+            summary="libcuda.so.1, the CUDA driver library, cannot be loaded.",
+            cause=f"dlopen(\"libcuda.so.1\") failed: {cf.library.error}.",
+            remedy=(
+                f"Install the user-space driver that matches the kernel module {module} (e.g. "
+                f"`sudo apt install libnvidia-compute-{module.split('.')[0]}`), or in a container start it with "
+                "`--gpus all` so the NVIDIA Container Toolkit mounts it."
+                if module
+                else "Install the NVIDIA driver (it provides libcuda.so.1); in a container, start it with "
+                "`--gpus all` so the NVIDIA Container Toolkit mounts the driver libraries."
+            ),
+            evidence={
+                "loader_error": cf.library.error,
+                "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH"),
+                "kernel_module": module,
+            },
+        )
+    ]
+
+
+def _cuinit_failed(facts: Facts) -> list[Finding]:
+    """cuInit's error code, read through ``_CUINIT`` (``cuda-init-failed`` for a code not there). No
+    finding for CUDA_ERROR_NO_DEVICE when no GPU is on the bus, CUDA_VISIBLE_DEVICES is set, or NVML
+    says every GPU is lost or in MIG mode without an instance: the hardware and visibility rules say so."""
+    cf = facts.cuda.facts
+    init = cf.init if cf is not None else None
+    if cf is None or init is None or init.code in (0, None):
+        return []
+    if init.code == CUDA_NO_DEVICE and (
+        not gpus_on_bus(facts) or facts.visibility.cuda_visible_devices is not None or nvml_explains_no_device(facts)
+    ):
+        return []
+    evidence: dict[str, Any] = {"cuInit": init.code, "name": init.name, "message": init.message, "libcuda": cf.library.path}
+    return [_CUINIT.get(init.code, _cuda_init_failed)(facts, init, cf.library.path, evidence)]
+
+
+def _cuinit_driver_mismatch(facts: Facts, init: CudaCall, lib_path: str | None, evidence: dict[str, Any]) -> Finding:
+    """``driver-library-mismatch``: cuInit returned CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)."""
+    return _driver_library_mismatch(facts.kernel.module_version, library_version(lib_path), evidence)
+
+
+def _driver_too_old(facts: Facts, init: CudaCall, lib_path: str | None, evidence: dict[str, Any]) -> Finding:
+    """``driver-too-old``: cuInit returned CUDA_ERROR_INSUFFICIENT_DRIVER (35)."""
+    return finding(
+        "driver-too-old",
+        Severity.BLOCKER,
+        summary="cuInit says the driver is too old for this CUDA driver library.",
+        cause=_call_text(init) + ": the loaded libcuda is newer than the kernel driver can serve.",
+        remedy="Install a newer NVIDIA driver (`sudo apt install nvidia-driver-<newer branch>`) and reboot.",
+        evidence=evidence,
+    )
+
+
+def _forward_compat_unsupported(
+    facts: Facts, init: CudaCall, lib_path: str | None, evidence: dict[str, Any]
+) -> Finding:
+    """``forward-compat-unsupported``: cuInit returned CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)."""
+    return finding(
+        "forward-compat-unsupported",
+        Severity.BLOCKER,
+        summary="cuInit refuses the CUDA forward-compatibility package on this GPU (804).",
+        cause=(
+            f"{_call_text(init)}: the libcuda.so.1 loaded ({lib_path}) is a cuda-compat package newer than "
+            "the kernel driver, and forward compatibility only works on data-center GPUs (and some "
+            "NGC-ready RTX); on this GPU the user-space driver must match the kernel module."
+        ),
+        remedy=(
+            "Remove the forward-compatibility libraries from the loader's path (the cuda-compat "
+            "directory, e.g. /usr/local/cuda/compat, from LD_LIBRARY_PATH or /etc/ld.so.conf.d, then "
+            "`sudo ldconfig`), or upgrade the NVIDIA driver itself to the CUDA version you need."
+        ),
+        evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
+    )
+
+
+def _cuda_stub_library(facts: Facts, init: CudaCall, lib_path: str | None, evidence: dict[str, Any]) -> Finding:
+    """``cuda-init-failed``: cuInit returned CUDA_ERROR_STUB_LIBRARY (34), the toolkit's link stub was loaded."""
+    return finding(
+        "cuda-init-failed",
+        Severity.BLOCKER,
+        summary="The libcuda.so.1 that was loaded is the CUDA toolkit's link stub, not the driver.",
+        cause=f"{_call_text(init)}; the stub at {lib_path} comes first on the loader's path.",
+        remedy="Remove the toolkit's `stubs` directory from LD_LIBRARY_PATH (and from /etc/ld.so.conf.d), then run `sudo ldconfig`.",
+        evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
+    )
+
+
+def _cuda_init_failed(facts: Facts, init: CudaCall, lib_path: str | None, evidence: dict[str, Any]) -> Finding:
+    """``cuda-init-failed``: cuInit returned an error code no other rule explains."""
+    return finding(
+        "cuda-init-failed",
+        Severity.BLOCKER,
+        summary=f"cuInit failed with {init.name or init.code}.",
+        cause=_call_text(init) + ".",
+        remedy=(
+            "Read `sudo dmesg | grep -iE 'nvrm|xid'` and `nvidia-smi`; check that /dev/nvidia-uvm exists "
+            "(`sudo modprobe nvidia-uvm`); reinstall the driver if the error persists."
+        ),
+        evidence=evidence,
+    )
+
+
+#: cuInit's error code -> the finding it means.
+_CUINIT: dict[int, Callable[[Facts, CudaCall, str | None, dict[str, Any]], Finding]] = {
+    CUDA_SYSTEM_DRIVER_MISMATCH: _cuinit_driver_mismatch,
+    CUDA_INSUFFICIENT_DRIVER: _driver_too_old,
+    CUDA_COMPAT_NOT_SUPPORTED_ON_DEVICE: _forward_compat_unsupported,
+    CUDA_STUB_LIBRARY: _cuda_stub_library,
+}
+
+
+def _nvml_library_missing(facts: Facts) -> Finding | None:
+    """``nvml-missing``: dlopen("libnvidia-ml.so.1") failed; a blocker where TensorFlow goes blind without it."""
+    nf = facts.nvml.facts
+    if nf is None or nf.library.loaded:
+        return None
+    blind = _tensorflow_blind_without_nvml(facts)
+    capabilities = facts.environment.get("NVIDIA_DRIVER_CAPABILITIES") or None  # empty: the toolkit's default
+    no_utility = capabilities is not None and not _has_utility(capabilities)
+    return finding(
+        "nvml-missing",
+        # Monitoring (and gpucheck's health checks) go blind without NVML; TensorFlow 2.21 goes blind too.
+        Severity.BLOCKER if blind else Severity.DEGRADED,
+        summary=(
+            f"libnvidia-ml.so.1 (NVML) cannot be loaded, and TensorFlow {blind} registers no GPU without it, "
+            f"although the CUDA driver sees {_count_text(facts)}."
+            if blind
+            else "libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded."
+        ),
+        cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}."
+        + (_BLIND_CAUSE if blind else "")
+        + (
+            f" NVIDIA_DRIVER_CAPABILITIES={capabilities} leaves out `utility`, so the NVIDIA Container "
+            "Toolkit did not mount libnvidia-ml into the container."
+            if no_utility
+            else ""
+        ),
+        remedy=(
+            "Start the container with NVML mounted: `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or "
+            "`all`) with `--gpus all`."
+            if no_utility
+            else "Install the NVIDIA driver's NVML library of the same version as libcuda (package "
+            "`libnvidia-compute-<branch>` or the driver installer); in a container use `--gpus all`."
+        ),
+        evidence={
+            "loader_error": nf.library.error,
+            "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH"),
+            "NVIDIA_DRIVER_CAPABILITIES": capabilities,
+            **({"tensorflow_gpus": 0, "cuda_devices": _count(facts)} if blind else {}),
+        },
+    )
+
+
+def _with_nvml_init_failed(out: list[Finding], facts: Facts) -> list[Finding]:
+    """``out`` with nvmlInit's error (a GPU on the bus), read through ``_NVML_INIT`` (``nvml-missing`` for a
+    code not there). NVML_ERROR_DRIVER_NOT_LOADED agreeing with the kernel layer is one finding, the
+    kernel's (NVML's answer is in its evidence); said alone (the module looks loaded), it is NVML's own.
+    A finding CUDA already reported (cuInit 803 for a mismatch) takes NVML's answer into its evidence."""
+    nf = facts.nvml.facts
+    init = nf.init if nf is not None else None
+    if init is None or init.code in (0, None) or not gpus_on_bus(facts):
+        return out
+    kernel = facts.kernel
+    kernel_says_unloaded = kernel.version_line is None and not kernel.module_in_sysfs and not facts.hardware.wsl_dxg
+    evidence: dict[str, Any] = {"nvmlInit": init.code, "name": init.name, "message": init.message}
+    f = _NVML_INIT.get(init.code, _nvml_init_failed)(init, kernel.module_version, evidence)
+    if f.id == "driver-not-loaded" and kernel_says_unloaded:
+        return out
+    if f.id == "nvml-missing":
+        f = _blind_without_nvml_init(f, facts)
+    same = next((i for i, o in enumerate(out) if o.id == f.id and o.subject == f.subject), None)
+    if same is None:
+        return [*out, f]
+    return [*out[:same], replace(out[same], evidence={**out[same].evidence, "nvmlInit": f.evidence}), *out[same + 1 :]]
+
+
+def _nvml_driver_mismatch(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
+    """``driver-library-mismatch``: nvmlInit returned NVML_ERROR_LIB_RM_VERSION_MISMATCH (18)."""
+    return _driver_library_mismatch(module, None, evidence)
+
+
+def _nvml_driver_not_loaded(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
+    """``driver-not-loaded``: nvmlInit returned NVML_ERROR_DRIVER_NOT_LOADED (9)."""
+    return finding(
+        "driver-not-loaded",
+        Severity.BLOCKER,
+        summary="NVML says the NVIDIA kernel driver is not loaded.",
+        cause=_call_text(init) + ".",
+        remedy="Load the nvidia kernel module (`sudo modprobe nvidia`); see `sudo dmesg | grep -i nvidia` if it fails.",
+        evidence=evidence,
+    )
+
+
+def _gpu_lost(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
+    """``gpu-lost``: nvmlInit returned NVML_ERROR_GPU_IS_LOST (15)."""
+    return finding(
+        "gpu-lost",
+        Severity.BLOCKER,
+        summary="NVML reports a GPU lost (fallen off the bus).",
+        cause=_call_text(init) + ".",
+        remedy="Look for Xid 79 in `sudo dmesg`; reset the GPU (`sudo nvidia-smi -r`) or reboot; check power and seating.",
+        evidence=evidence,
+    )
+
+
+def _nvml_init_failed(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
+    """``nvml-missing``: nvmlInit returned an error code no other rule explains."""
+    return finding(
+        "nvml-missing",
+        Severity.DEGRADED,
+        summary=f"NVML loads but does not initialise ({init.name}).",
+        cause=_call_text(init) + ".",
+        remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it; monitoring and health checks need NVML.",
+        evidence=evidence,
+    )
+
+
+#: nvmlInit's error code -> the finding it means.
+_NVML_INIT: dict[int, Callable[[CudaCall, str | None, dict[str, Any]], Finding]] = {
+    NVML_LIB_RM_VERSION_MISMATCH: _nvml_driver_mismatch,
+    NVML_DRIVER_NOT_LOADED: _nvml_driver_not_loaded,
+    NVML_GPU_IS_LOST: _gpu_lost,
+}
+
+
+def _blind_without_nvml_init(f: Finding, facts: Facts) -> Finding:
+    """``nvml-missing`` made a blocker where TensorFlow's CUDA platform needs nvmlInit_v2 to succeed too
+    (see ``_tensorflow_blind_without_nvml``)."""
+    blind = _tensorflow_blind_without_nvml(facts)
+    if not blind:
+        return f
+    return replace(
+        f,
+        severity=Severity.BLOCKER,
+        summary=f"{f.summary[:-1]}, and TensorFlow {blind} registers no GPU without it, although the "
+        f"CUDA driver sees {_count_text(facts)}.",
+        cause=f.cause + _BLIND_CAUSE,
+        remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it: TensorFlow needs NVML to "
+        "initialise, not only monitoring.",
+        evidence={**f.evidence, "tensorflow_gpus": 0, "cuda_devices": _count(facts)},
+    )
+
+
+def _versions_differ(facts: Facts, out: list[Finding]) -> list[Finding]:
+    """``driver-library-mismatch``: the version in libcuda's file name is not the kernel module's (an
+    upgrade without a reboot), unless a driver call already said so."""
+    cf = facts.cuda.facts
+    lib_version = library_version(cf.library.path) if cf is not None else None
+    module = facts.kernel.module_version
+    if not lib_version or not module or lib_version == module or any(f.id == "driver-library-mismatch" for f in out):
+        return []
+    return [_driver_library_mismatch(module, lib_version, {"libcuda": cf.library.path if cf else None})]
+
+
+def _driver_library_mismatch(module: str | None, library: str | None, evidence: dict[str, Any]) -> Finding:
+    """``driver-library-mismatch``: the kernel module and the user-space driver are of different versions."""
     return finding(
         "driver-library-mismatch",
         Severity.BLOCKER,
@@ -235,70 +330,10 @@ def _mismatch(module: str | None, library: str | None, evidence: dict[str, Any])
     )
 
 
-def _cuinit_findings(facts: Facts, init: CudaCall, lib_path: str | None, on_bus: bool) -> list[Finding]:
-    code = init.code
-    vis = facts.visibility
-    evidence: dict[str, Any] = {"cuInit": code, "name": init.name, "message": init.message, "libcuda": lib_path}
-    if code == CUDA_NO_DEVICE and (not on_bus or vis.cuda_visible_devices is not None or nvml_explains_no_device(facts)):
-        # No GPU at all (hardware layer says so), hidden by CUDA_VISIBLE_DEVICES, or every GPU lost or in MIG
-        # mode without an instance (the visibility layer says so).
-        return []
-    if code == CUDA_SYSTEM_DRIVER_MISMATCH:
-        return [_mismatch(facts.kernel.module_version, library_version(lib_path), evidence)]
-    if code == CUDA_INSUFFICIENT_DRIVER:
-        return [
-            finding(
-                "driver-too-old",
-                Severity.BLOCKER,
-                summary="cuInit says the driver is too old for this CUDA driver library.",
-                cause=_call_text(init) + ": the loaded libcuda is newer than the kernel driver can serve.",
-                remedy="Install a newer NVIDIA driver (`sudo apt install nvidia-driver-<newer branch>`) and reboot.",
-                evidence=evidence,
-            )
-        ]
-    if code == CUDA_COMPAT_NOT_SUPPORTED_ON_DEVICE:
-        return [
-            finding(
-                "forward-compat-unsupported",
-                Severity.BLOCKER,
-                summary="cuInit refuses the CUDA forward-compatibility package on this GPU (804).",
-                cause=(
-                    f"{_call_text(init)}: the libcuda.so.1 loaded ({lib_path}) is a cuda-compat package newer than "
-                    "the kernel driver, and forward compatibility only works on data-center GPUs (and some "
-                    "NGC-ready RTX); on this GPU the user-space driver must match the kernel module."
-                ),
-                remedy=(
-                    "Remove the forward-compatibility libraries from the loader's path (the cuda-compat "
-                    "directory, e.g. /usr/local/cuda/compat, from LD_LIBRARY_PATH or /etc/ld.so.conf.d, then "
-                    "`sudo ldconfig`), or upgrade the NVIDIA driver itself to the CUDA version you need."
-                ),
-                evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
-            )
-        ]
-    if code == CUDA_STUB_LIBRARY:
-        return [
-            finding(
-                "cuda-init-failed",
-                Severity.BLOCKER,
-                summary="The libcuda.so.1 that was loaded is the CUDA toolkit's link stub, not the driver.",
-                cause=f"{_call_text(init)}; the stub at {lib_path} comes first on the loader's path.",
-                remedy="Remove the toolkit's `stubs` directory from LD_LIBRARY_PATH (and from /etc/ld.so.conf.d), then run `sudo ldconfig`.",
-                evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
-            )
-        ]
-    return [
-        finding(
-            "cuda-init-failed",
-            Severity.BLOCKER,
-            summary=f"cuInit failed with {init.name or code}.",
-            cause=_call_text(init) + ".",
-            remedy=(
-                "Read `sudo dmesg | grep -iE 'nvrm|xid'` and `nvidia-smi`; check that /dev/nvidia-uvm exists "
-                "(`sudo modprobe nvidia-uvm`); reinstall the driver if the error persists."
-            ),
-            evidence=evidence,
-        )
-    ]
+def _call_text(call: CudaCall) -> str:
+    return f"{call.function}() returned {call.code} ({call.name or 'unknown'}" + (
+        f": {call.message})" if call.message else ")"
+    )
 
 
 def nvml_explains_no_device(facts: Facts) -> bool:
@@ -307,44 +342,6 @@ def nvml_explains_no_device(facts: Facts) -> bool:
 
     nf = answered(facts)
     return nf is not None and bool(nf.gpus) and all(lost(g) or mig_without_instances(g) for g in nf.gpus)
-
-
-def _nvml_init_findings(init: CudaCall, module: str | None) -> list[Finding]:
-    evidence: dict[str, Any] = {"nvmlInit": init.code, "name": init.name, "message": init.message}
-    if init.code == NVML_LIB_RM_VERSION_MISMATCH:
-        return [_mismatch(module, None, evidence)]
-    if init.code == NVML_DRIVER_NOT_LOADED:
-        return [
-            finding(
-                "driver-not-loaded",
-                Severity.BLOCKER,
-                summary="NVML says the NVIDIA kernel driver is not loaded.",
-                cause=_call_text(init) + ".",
-                remedy="Load the nvidia kernel module (`sudo modprobe nvidia`); see `sudo dmesg | grep -i nvidia` if it fails.",
-                evidence=evidence,
-            )
-        ]
-    if init.code == NVML_GPU_IS_LOST:
-        return [
-            finding(
-                "gpu-lost",
-                Severity.BLOCKER,
-                summary="NVML reports a GPU lost (fallen off the bus).",
-                cause=_call_text(init) + ".",
-                remedy="Look for Xid 79 in `sudo dmesg`; reset the GPU (`sudo nvidia-smi -r`) or reboot; check power and seating.",
-                evidence=evidence,
-            )
-        ]
-    return [
-        finding(
-            "nvml-missing",
-            Severity.DEGRADED,
-            summary=f"NVML loads but does not initialise ({init.name}).",
-            cause=_call_text(init) + ".",
-            remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it; monitoring and health checks need NVML.",
-            evidence=evidence,
-        )
-    ]
 
 
 #: Read off libtensorflow_framework.so.2 of the tensorflow 2.21.0 wheel: stream_executor::gpu's

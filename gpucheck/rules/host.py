@@ -4,24 +4,17 @@ from __future__ import annotations
 
 from gpucheck.facts import DeviceNode, Facts
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.rules.common import gpus_on_bus
 from gpucheck.settings import Settings
 
 
-def driver_enumerated_gpus(facts: Facts) -> int:
-    """How many GPUs a driver call enumerated (CUDA or NVML), 0 when none answered."""
-    counts = [0]
-    if facts.cuda.facts is not None and facts.cuda.facts.device_count:
-        counts.append(facts.cuda.facts.device_count)
-    if facts.nvml.facts is not None and facts.nvml.facts.device_count:
-        counts.append(facts.nvml.facts.device_count)
-    return max(counts)
-
-
-def gpus_on_bus(facts: Facts) -> bool:
-    return bool(facts.hardware.nvidia_gpus) or driver_enumerated_gpus(facts) > 0 or facts.hardware.wsl_dxg
-
-
 def hardware_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    """The hardware layer's finding: ``no-nvidia-gpu``."""
+    return _no_nvidia_gpu(facts)
+
+
+def _no_nvidia_gpu(facts: Facts) -> list[Finding]:
+    """``no-nvidia-gpu``: the PCI bus (read) shows no NVIDIA GPU and no driver call enumerated one."""
     hw = facts.hardware
     if not hw.readable or gpus_on_bus(facts):
         return []
@@ -66,107 +59,121 @@ def _unusable_nodes(nodes: tuple[DeviceNode, ...]) -> list[DeviceNode]:
 
 
 def kernel_rules(facts: Facts, settings: Settings) -> list[Finding]:
-    hw, k = facts.hardware, facts.kernel
-    if not gpus_on_bus(facts) or hw.wsl_dxg:
+    """The kernel layer's findings, for a GPU on the bus outside WSL: ``driver-not-loaded`` (the nvidia
+    module is not loaded), else ``device-nodes-inaccessible`` (its device nodes are missing or denied)."""
+    if not gpus_on_bus(facts) or facts.hardware.wsl_dxg:
         return []
-    out: list[Finding] = []
+    return _driver_not_loaded(facts) or _device_nodes_inaccessible(facts)
+
+
+def _driver_not_loaded(facts: Facts) -> list[Finding]:
+    """``driver-not-loaded``: neither /proc's version file nor /sys/module/nvidia shows the module, and
+    NVML does not initialise (an NVML that does talks to the module, wherever /proc and /sys are hidden)."""
+    hw, k = facts.hardware, facts.kernel
     nf = facts.nvml.facts
     nvml_init = nf.init if nf is not None else None
-    # An NVML that initialises talks to the module, wherever /proc and /sys are hidden: the layers agree.
-    loaded = k.version_line is not None or k.module_in_sysfs or (nvml_init is not None and nvml_init.code == 0)
-    if not loaded:
-        bound = {d.bus_id: d.driver for d in hw.nvidia_gpus}
-        others = sorted({drv for drv in bound.values() if drv and drv != "nvidia"})
-        if "nouveau" in others or "nouveau" in k.competing_modules:
-            remedy = (
-                "The open-source nouveau driver holds the GPU. Install the NVIDIA driver (e.g. "
-                "`sudo apt install nvidia-driver-<branch>` or `sudo ubuntu-drivers install`), which blacklists "
-                "nouveau, then reboot."
-            )
-        elif "vfio-pci" in others:
-            remedy = (
-                "The GPU is bound to vfio-pci for passthrough to a VM. Unbind it from vfio-pci (or remove it from the "
-                "vfio-pci ids) and load the nvidia module, or use it inside the VM it is passed to."
-            )
-        else:
-            remedy = (
-                "Install the NVIDIA driver for this GPU and load it (`sudo modprobe nvidia`). If it is installed but "
-                "does not load, read `sudo dmesg | grep -i nvidia`; with Secure Boot on (`mokutil --sb-state`), the "
-                "module must be signed (enrol the MOK key) or Secure Boot turned off."
-            )
-        out.append(
-            finding(
-                "driver-not-loaded",
-                Severity.BLOCKER,
-                summary=f"{len(hw.nvidia_gpus) or 'An'} NVIDIA GPU(s) on the bus, but the nvidia kernel module is not loaded.",
-                cause=(
-                    f"{k.version_file} cannot be read ({k.version_error or 'missing'}) and /sys/module/nvidia does not "
-                    "exist, so no nvidia kernel module drives the GPU"
-                    + (f"; the GPU is bound to {', '.join(others)}" if others else "")
-                    + "."
+    if k.version_line is not None or k.module_in_sysfs or (nvml_init is not None and nvml_init.code == 0):
+        return []
+    bound = {d.bus_id: d.driver for d in hw.nvidia_gpus}
+    others = sorted({drv for drv in bound.values() if drv and drv != "nvidia"})
+    return [
+        finding(
+            "driver-not-loaded",
+            Severity.BLOCKER,
+            summary=f"{len(hw.nvidia_gpus) or 'An'} NVIDIA GPU(s) on the bus, but the nvidia kernel module is not loaded.",
+            cause=(
+                f"{k.version_file} cannot be read ({k.version_error or 'missing'}) and /sys/module/nvidia does not "
+                "exist, so no nvidia kernel module drives the GPU"
+                + (f"; the GPU is bound to {', '.join(others)}" if others else "")
+                + "."
+            ),
+            remedy=_not_loaded_remedy(others, k.competing_modules),
+            evidence={
+                "gpus": {bus: drv for bus, drv in bound.items()},
+                "version_file": k.version_file,
+                "version_error": k.version_error,
+                "competing_modules": list(k.competing_modules),
+                "nvmlInit": (
+                    {"code": nvml_init.code, "name": nvml_init.name, "message": nvml_init.message}
+                    if nvml_init is not None
+                    else None
                 ),
-                remedy=remedy,
-                evidence={
-                    "gpus": {bus: drv for bus, drv in bound.items()},
-                    "version_file": k.version_file,
-                    "version_error": k.version_error,
-                    "competing_modules": list(k.competing_modules),
-                    "nvmlInit": (
-                        {"code": nvml_init.code, "name": nvml_init.name, "message": nvml_init.message}
-                        if nvml_init is not None
-                        else None
-                    ),
-                },
-            )
+            },
         )
-        return out
+    ]
+
+
+def _not_loaded_remedy(others: list[str], competing_modules: tuple[str, ...]) -> str:
+    """What to do when the module is not loaded: by the driver that holds the GPU instead, if any."""
+    if "nouveau" in others or "nouveau" in competing_modules:
+        return (
+            "The open-source nouveau driver holds the GPU. Install the NVIDIA driver (e.g. "
+            "`sudo apt install nvidia-driver-<branch>` or `sudo ubuntu-drivers install`), which blacklists "
+            "nouveau, then reboot."
+        )
+    if "vfio-pci" in others:
+        return (
+            "The GPU is bound to vfio-pci for passthrough to a VM. Unbind it from vfio-pci (or remove it from the "
+            "vfio-pci ids) and load the nvidia module, or use it inside the VM it is passed to."
+        )
+    return (
+        "Install the NVIDIA driver for this GPU and load it (`sudo modprobe nvidia`). If it is installed but "
+        "does not load, read `sudo dmesg | grep -i nvidia`; with Secure Boot on (`mokutil --sb-state`), the "
+        "module must be signed (enrol the MOK key) or Secure Boot turned off."
+    )
+
+
+def _device_nodes_inaccessible(facts: Facts) -> list[Finding]:
+    """``device-nodes-inaccessible``: a device node CUDA opens is missing, or not a character device
+    this user can read and write (see ``_unusable_nodes``)."""
+    k = facts.kernel
     bad = _unusable_nodes(k.nodes)
-    if bad:
-        missing = [n.path for n in bad if not n.exists]
-        denied = [f"{n.path} ({n.mode})" for n in bad if n.exists]
-        parts = []
-        if missing:
-            parts.append("missing: " + ", ".join(missing))
-        if denied:
-            parts.append("not a character device or not readable and writable by this user: " + ", ".join(denied))
-        nvd = facts.visibility.nvidia_visible_devices
-        in_container = nvd is not None
-        if any(p.endswith("nvidia-uvm") for p in missing) and not any(
-            p.endswith(("nvidiactl",)) for p in missing
-        ):
-            remedy = (
-                "The nvidia-uvm module, which CUDA needs, is not loaded or its node was not created: run "
-                "`sudo modprobe nvidia-uvm` (or `nvidia-modprobe -u -c=0`)."
-            )
-        elif denied:
-            remedy = (
-                "Give this user access to the nodes: add it to the group that owns them (often `video` or `render`), "
-                "or fix the mode in the udev rule / `NVreg_DeviceFileMode` module parameter."
-            )
-        else:
-            remedy = (
-                "Start the container with GPUs: `docker run --gpus all …` (NVIDIA Container Toolkit) or, on "
-                "Kubernetes, request `nvidia.com/gpu`. On a bare host, create the nodes with `sudo nvidia-modprobe -c=0 -u`."
-            )
-            if in_container and nvd in ("", "none", "void"):
-                remedy = (
-                    f"NVIDIA_VISIBLE_DEVICES={nvd!r} told the container runtime to give this container no GPU. "
-                    "Start it with `--gpus all` or NVIDIA_VISIBLE_DEVICES=all."
-                )
-        out.append(
-            finding(
-                "device-nodes-inaccessible",
-                Severity.BLOCKER,
-                summary="The nvidia kernel module is loaded, but this process cannot use its device nodes.",
-                cause="CUDA opens /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia<N>; " + "; ".join(parts) + ".",
-                remedy=remedy,
-                evidence={
-                    "nodes": [
-                        {"path": n.path, "exists": n.exists, "mode": n.mode, "readable": n.readable, "writable": n.writable}
-                        for n in k.nodes
-                    ],
-                    "NVIDIA_VISIBLE_DEVICES": nvd,
-                },
-            )
+    if not bad:
+        return []
+    missing = [n.path for n in bad if not n.exists]
+    denied = [f"{n.path} ({n.mode})" for n in bad if n.exists]
+    parts = []
+    if missing:
+        parts.append("missing: " + ", ".join(missing))
+    if denied:
+        parts.append("not a character device or not readable and writable by this user: " + ", ".join(denied))
+    nvd = facts.visibility.nvidia_visible_devices
+    return [
+        finding(
+            "device-nodes-inaccessible",
+            Severity.BLOCKER,
+            summary="The nvidia kernel module is loaded, but this process cannot use its device nodes.",
+            cause="CUDA opens /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidia<N>; " + "; ".join(parts) + ".",
+            remedy=_nodes_remedy(missing, denied, nvd),
+            evidence={
+                "nodes": [
+                    {"path": n.path, "exists": n.exists, "mode": n.mode, "readable": n.readable, "writable": n.writable}
+                    for n in k.nodes
+                ],
+                "NVIDIA_VISIBLE_DEVICES": nvd,
+            },
         )
-    return out
+    ]
+
+
+def _nodes_remedy(missing: list[str], denied: list[str], nvd: str | None) -> str:
+    """What to do about the nodes: load nvidia-uvm, grant access, or give the container its GPUs."""
+    if any(p.endswith("nvidia-uvm") for p in missing) and not any(p.endswith(("nvidiactl",)) for p in missing):
+        return (
+            "The nvidia-uvm module, which CUDA needs, is not loaded or its node was not created: run "
+            "`sudo modprobe nvidia-uvm` (or `nvidia-modprobe -u -c=0`)."
+        )
+    if denied:
+        return (
+            "Give this user access to the nodes: add it to the group that owns them (often `video` or `render`), "
+            "or fix the mode in the udev rule / `NVreg_DeviceFileMode` module parameter."
+        )
+    if nvd is not None and nvd in ("", "none", "void"):
+        return (
+            f"NVIDIA_VISIBLE_DEVICES={nvd!r} told the container runtime to give this container no GPU. "
+            "Start it with `--gpus all` or NVIDIA_VISIBLE_DEVICES=all."
+        )
+    return (
+        "Start the container with GPUs: `docker run --gpus all …` (NVIDIA Container Toolkit) or, on "
+        "Kubernetes, request `nvidia.com/gpu`. On a bare host, create the nodes with `sudo nvidia-modprobe -c=0 -u`."
+    )

@@ -16,7 +16,7 @@ from typing import Any
 from gpucheck.facts import ChildExit, Facts, MemoryConfigFacts, ProbeOutcome, TfPlacementFacts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import INIT_SECTION
-from gpucheck.rules.driver import child_evidence
+from gpucheck.rules.common import child_evidence
 from gpucheck.settings import Settings
 
 #: TF_FORCE_GPU_ALLOW_GROWTH values TensorFlow understands: GPUBFCAllocator::GetAllowGrowthValue

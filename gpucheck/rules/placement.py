@@ -25,7 +25,7 @@ from gpucheck.facts import (
 )
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
-from gpucheck.rules.driver import child_evidence
+from gpucheck.rules.common import child_evidence
 from gpucheck.rules.memory import malloc_async_failed
 from gpucheck.settings import Settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.rules.driver import CUDA_NO_DEVICE
+from gpucheck.rules.common import CUDA_NO_DEVICE
 from gpucheck.settings import Settings
 
 

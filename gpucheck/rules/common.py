@@ -1,0 +1,123 @@
+"""Helpers that several rule modules share: how a probe child ended, a library's version from its
+file name, whether a GPU is on the bus, and the one CUDA result code more than one layer reads."""
+
+from __future__ import annotations
+
+import os.path
+import re
+from typing import Any
+
+from gpucheck.facts import ChildExit, Facts
+from gpucheck.model import Finding, Severity, finding
+
+#: cuInit's CUDA_ERROR_NO_DEVICE: the driver layer and the visibility layer both read it.
+CUDA_NO_DEVICE = 100
+
+_LIB_VERSION = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)?)$")
+
+
+def library_version(path: str | None) -> str | None:
+    """``/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15`` -> ``550.54.15`` (how TensorFlow reads it too)."""
+    if not path:
+        return None
+    m = _LIB_VERSION.search(os.path.basename(path))
+    return m.group(1) if m else None
+
+
+def driver_enumerated_gpus(facts: Facts) -> int:
+    """How many GPUs a driver call enumerated (CUDA or NVML), 0 when none answered."""
+    counts = [0]
+    if facts.cuda.facts is not None and facts.cuda.facts.device_count:
+        counts.append(facts.cuda.facts.device_count)
+    if facts.nvml.facts is not None and facts.nvml.facts.device_count:
+        counts.append(facts.nvml.facts.device_count)
+    return max(counts)
+
+
+def gpus_on_bus(facts: Facts) -> bool:
+    """An NVIDIA GPU is on the PCI bus, a driver call enumerated one, or WSL's /dev/dxg stands for one."""
+    return bool(facts.hardware.nvidia_gpus) or driver_enumerated_gpus(facts) > 0 or facts.hardware.wsl_dxg
+
+
+#: Error and fatal log lines: absl's ("E0000 00:00:..."), TensorFlow 1.x/2.x's ("2026-... : F file.cc:37] ..."),
+#: and Python's own "Fatal Python error" (faulthandler).
+_SEVERE_LINE = re.compile(r"^(?:[EF]\d{4} |\d{4}-\d\d-\d\d [\d:.]+: [EF] )|Fatal Python error")
+_TRACE_LINE = re.compile(r"^(?:  File \"|Current thread 0x|Thread 0x|Extension modules:|\s*$)")
+
+
+def child_evidence(exit_: ChildExit) -> dict[str, Any]:
+    """How a probe child ended, with the lines that say why: severe log lines first, then the tail
+    of its output without Python's stack frames."""
+    return {
+        "severe_lines": [ln for ln in exit_.stderr_tail if _SEVERE_LINE.search(ln)][-10:],
+        "status": exit_.status,
+        "returncode": exit_.returncode,
+        "signal": exit_.signal,
+        "last_call": exit_.last_stage,
+        "duration_s": exit_.duration_s,
+        "output_tail": [ln for ln in exit_.stderr_tail if not _TRACE_LINE.match(ln)][-15:],
+        "error": exit_.error,
+    }
+
+
+def probe_failure(name: str, library: str, exit_: ChildExit, timeout: float) -> Finding | None:
+    """A driver probe child that hung or died is a finding of its own: ``driver-hung`` (it timed out),
+    ``driver-call-crashed`` (it died) or ``diagnosis-incomplete`` (it could not start)."""
+    if exit_.status == "timeout":
+        return _driver_hung(name, exit_, timeout)
+    if exit_.status == "crashed":
+        return _driver_call_crashed(name, library, exit_)
+    if exit_.status == "error":
+        return _diagnosis_incomplete(name, exit_)
+    return None
+
+
+def _driver_hung(name: str, exit_: ChildExit, timeout: float) -> Finding:
+    """``driver-hung``: the probe child was killed at its time limit."""
+    where = exit_.last_stage or "start-up"
+    return finding(
+        "driver-hung",
+        Severity.BLOCKER,
+        summary=f"A driver call ({where}) did not return within {timeout:g} s.",
+        cause=(
+            f"The {name} probe hung in {where} and was killed with its process group after {timeout:g} s: the GPU "
+            "or the driver is in a bad state, and every CUDA program (TensorFlow too) will hang the same way."
+        ),
+        remedy=(
+            "Look at `sudo dmesg` for Xid errors and at `nvidia-smi`; stop what holds the GPU, then reset it "
+            "(`sudo nvidia-smi -r -i <gpu>`) or reboot. If the machine is only slow, raise --gpucheck-timeout."
+        ),
+        evidence=child_evidence(exit_),
+    )
+
+
+def _driver_call_crashed(name: str, library: str, exit_: ChildExit) -> Finding:
+    """``driver-call-crashed``: the probe child died of a signal or an exit code."""
+    where = exit_.last_stage or "start-up"
+    how = exit_.signal or f"exit code {exit_.returncode}"
+    return finding(
+        "driver-call-crashed",
+        Severity.BLOCKER,
+        summary=f"{library} crashed the process that called {where} ({how}).",
+        cause=(
+            f"The {name} probe died with {how} in {where}: the user-space driver is broken or does not match "
+            "this system; every CUDA program will die the same way."
+        ),
+        remedy=(
+            "Reinstall the NVIDIA driver (user-space libraries and kernel module of one version) and reboot; "
+            "check `sudo dmesg` for Xid errors."
+        ),
+        evidence=child_evidence(exit_),
+    )
+
+
+def _diagnosis_incomplete(name: str, exit_: ChildExit) -> Finding:
+    """``diagnosis-incomplete``: the probe child could not be started."""
+    return finding(
+        "diagnosis-incomplete",
+        Severity.BLOCKER,
+        summary=f"The {name} probe could not run.",
+        cause=exit_.error or "the probe process could not be started",
+        remedy="Check that the Python running pytest can start a child process of itself.",
+        evidence=child_evidence(exit_),
+    )

@@ -63,18 +63,18 @@ def child_evidence(exit_: ChildExit) -> dict[str, Any]:
 def probe_failure(name: str, library: str, exit_: ChildExit, timeout: float) -> Finding | None:
     """A driver probe child that hung or died is a finding of its own: ``driver-hung`` (it timed out),
     ``driver-call-crashed`` (it died) or ``diagnosis-incomplete`` (it could not start)."""
+    where = exit_.last_stage or "start-up"
     if exit_.status == "timeout":
-        return _driver_hung(name, exit_, timeout)
+        return _driver_hung(name, where, exit_, timeout)
     if exit_.status == "crashed":
-        return _driver_call_crashed(name, library, exit_)
+        return _driver_call_crashed(name, library, where, exit_)
     if exit_.status == "error":
         return _diagnosis_incomplete(name, exit_)
     return None
 
 
-def _driver_hung(name: str, exit_: ChildExit, timeout: float) -> Finding:
+def _driver_hung(name: str, where: str, exit_: ChildExit, timeout: float) -> Finding:
     """``driver-hung``: the probe child was killed at its time limit."""
-    where = exit_.last_stage or "start-up"
     return finding(
         "driver-hung",
         Severity.BLOCKER,
@@ -91,9 +91,8 @@ def _driver_hung(name: str, exit_: ChildExit, timeout: float) -> Finding:
     )
 
 
-def _driver_call_crashed(name: str, library: str, exit_: ChildExit) -> Finding:
+def _driver_call_crashed(name: str, library: str, where: str, exit_: ChildExit) -> Finding:
     """``driver-call-crashed``: the probe child died of a signal or an exit code."""
-    where = exit_.last_stage or "start-up"
     how = exit_.signal or f"exit code {exit_.returncode}"
     return finding(
         "driver-call-crashed",

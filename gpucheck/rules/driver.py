@@ -57,7 +57,7 @@ def _libcuda_missing(facts: Facts) -> list[Finding]:
     cf = facts.cuda.facts
     if cf is None or cf.library.loaded:
         return []
-    module = facts.kernel.module_version
+    module, ld_path = facts.kernel.module_version, facts.environment.get("LD_LIBRARY_PATH")
     return [
         finding(
             "libcuda-missing",
@@ -72,11 +72,7 @@ def _libcuda_missing(facts: Facts) -> list[Finding]:
                 else "Install the NVIDIA driver (it provides libcuda.so.1); in a container, start it with "
                 "`--gpus all` so the NVIDIA Container Toolkit mounts the driver libraries."
             ),
-            evidence={
-                "loader_error": cf.library.error,
-                "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH"),
-                "kernel_module": module,
-            },
+            evidence={"loader_error": cf.library.error, "LD_LIBRARY_PATH": ld_path, "kernel_module": module},
         )
     ]
 
@@ -215,8 +211,7 @@ def _nvml_library_missing(facts: Facts) -> Finding | None:
 
 
 def _with_nvml_init_failed(out: list[Finding], facts: Facts) -> list[Finding]:
-    """``out`` with nvmlInit's error (a GPU on the bus), read through ``_NVML_INIT`` (``nvml-missing`` for a
-    code not there). NVML_ERROR_DRIVER_NOT_LOADED agreeing with the kernel layer is one finding, the
+    """``out`` with nvmlInit's error (a GPU on the bus), read by ``_nvml_init_error``. NVML_ERROR_DRIVER_NOT_LOADED agreeing with the kernel layer is one finding, the
     kernel's (NVML's answer is in its evidence); said alone (the module looks loaded), it is NVML's own.
     A finding CUDA already reported (cuInit 803 for a mismatch) takes NVML's answer into its evidence."""
     nf = facts.nvml.facts
@@ -226,7 +221,7 @@ def _with_nvml_init_failed(out: list[Finding], facts: Facts) -> list[Finding]:
     kernel = facts.kernel
     kernel_says_unloaded = kernel.version_line is None and not kernel.module_in_sysfs and not facts.hardware.wsl_dxg
     evidence: dict[str, Any] = {"nvmlInit": init.code, "name": init.name, "message": init.message}
-    f = _NVML_INIT.get(init.code, _nvml_init_failed)(init, kernel.module_version, evidence)
+    f = _nvml_init_error(init, kernel.module_version, evidence)
     if f.id == "driver-not-loaded" and kernel_says_unloaded:
         return out
     if f.id == "nvml-missing":
@@ -237,37 +232,32 @@ def _with_nvml_init_failed(out: list[Finding], facts: Facts) -> list[Finding]:
     return [*out[:same], replace(out[same], evidence={**out[same].evidence, "nvmlInit": f.evidence}), *out[same + 1 :]]
 
 
-def _nvml_driver_mismatch(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
-    """``driver-library-mismatch``: nvmlInit returned NVML_ERROR_LIB_RM_VERSION_MISMATCH (18)."""
-    return _driver_library_mismatch(module, None, evidence)
-
-
-def _nvml_driver_not_loaded(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
-    """``driver-not-loaded``: nvmlInit returned NVML_ERROR_DRIVER_NOT_LOADED (9)."""
-    return finding(
+#: nvmlInit's error codes that name a fault of their own -> (finding id, summary, remedy); the cause is
+#: the call's answer. A version mismatch (18) is ``driver-library-mismatch``, any other code ``nvml-missing``.
+_NVML_INIT_ERRORS: dict[int, tuple[str, str, str]] = {
+    NVML_DRIVER_NOT_LOADED: (
         "driver-not-loaded",
-        Severity.BLOCKER,
-        summary="NVML says the NVIDIA kernel driver is not loaded.",
-        cause=_call_text(init) + ".",
-        remedy="Load the nvidia kernel module (`sudo modprobe nvidia`); see `sudo dmesg | grep -i nvidia` if it fails.",
-        evidence=evidence,
-    )
-
-
-def _gpu_lost(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
-    """``gpu-lost``: nvmlInit returned NVML_ERROR_GPU_IS_LOST (15)."""
-    return finding(
+        "NVML says the NVIDIA kernel driver is not loaded.",
+        "Load the nvidia kernel module (`sudo modprobe nvidia`); see `sudo dmesg | grep -i nvidia` if it fails.",
+    ),
+    NVML_GPU_IS_LOST: (
         "gpu-lost",
-        Severity.BLOCKER,
-        summary="NVML reports a GPU lost (fallen off the bus).",
-        cause=_call_text(init) + ".",
-        remedy="Look for Xid 79 in `sudo dmesg`; reset the GPU (`sudo nvidia-smi -r`) or reboot; check power and seating.",
-        evidence=evidence,
-    )
+        "NVML reports a GPU lost (fallen off the bus).",
+        "Look for Xid 79 in `sudo dmesg`; reset the GPU (`sudo nvidia-smi -r`) or reboot; check power and seating.",
+    ),
+}
 
 
-def _nvml_init_failed(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
-    """``nvml-missing``: nvmlInit returned an error code no other rule explains."""
+def _nvml_init_error(init: CudaCall, module: str | None, evidence: dict[str, Any]) -> Finding:
+    """What nvmlInit's error code means: ``driver-library-mismatch`` (NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18),
+    ``driver-not-loaded`` (NVML_ERROR_DRIVER_NOT_LOADED, 9), ``gpu-lost`` (NVML_ERROR_GPU_IS_LOST, 15), else
+    ``nvml-missing`` (NVML loads but does not initialise)."""
+    if init.code == NVML_LIB_RM_VERSION_MISMATCH:
+        return _driver_library_mismatch(module, None, evidence)
+    if init.code in _NVML_INIT_ERRORS:
+        cause_id, summary, remedy = _NVML_INIT_ERRORS[init.code]
+        cause = _call_text(init) + "."
+        return finding(cause_id, Severity.BLOCKER, summary=summary, cause=cause, remedy=remedy, evidence=evidence)
     return finding(
         "nvml-missing",
         Severity.DEGRADED,
@@ -276,14 +266,6 @@ def _nvml_init_failed(init: CudaCall, module: str | None, evidence: dict[str, An
         remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it; monitoring and health checks need NVML.",
         evidence=evidence,
     )
-
-
-#: nvmlInit's error code -> the finding it means.
-_NVML_INIT: dict[int, Callable[[CudaCall, str | None, dict[str, Any]], Finding]] = {
-    NVML_LIB_RM_VERSION_MISMATCH: _nvml_driver_mismatch,
-    NVML_DRIVER_NOT_LOADED: _nvml_driver_not_loaded,
-    NVML_GPU_IS_LOST: _gpu_lost,
-}
 
 
 def _blind_without_nvml_init(f: Finding, facts: Facts) -> Finding:

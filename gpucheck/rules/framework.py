@@ -35,120 +35,108 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     exit_, tf = probe.exit, probe.facts
     if tf is None:
-        return _framework_hung(exit_, settings.timeout) or _framework_crashed(exit_)
+        return [_framework_hung(exit_, settings.timeout) if exit_.status == "timeout" else _framework_crashed(exit_)]
     if exit_.status in ("crashed", "error"):
-        return _framework_crashed(exit_)
-    return _framework_missing(tf, exit_) or _framework_cpu_only(tf) or _framework_gpu_init_failed(tf, exit_)
+        return [_framework_crashed(exit_)]
+    if not tf.importable:
+        return [_framework_missing(tf, exit_)]
+    if not tf.is_cuda_build:
+        return [_framework_cpu_only(tf)]
+    if not tf.gpus:
+        return [_framework_gpu_init_failed(tf, exit_)]
+    return []
 
 
-def _framework_hung(exit_: ChildExit, timeout: float) -> list[Finding]:
+def _framework_hung(exit_: ChildExit, timeout: float) -> Finding:
     """``framework-hung``: the TensorFlow probe was killed at its time limit before it reported."""
-    if exit_.status != "timeout":
-        return []
-    return [
-        finding(
-            "framework-hung",
-            Severity.BLOCKER,
-            summary=f"TensorFlow did not finish {exit_.last_stage or 'starting'} within {timeout:g} s.",
-            cause=(
-                f"The TensorFlow probe was killed with its process group after {timeout:g} s in "
-                f"{exit_.last_stage or 'start-up'}; no lower driver call hung on its own."
-            ),
-            remedy=(
-                "Run `python -c \"import tensorflow as tf; print(tf.config.list_physical_devices())\"` to see where "
-                "it stops; a slow first start (PTX JIT compilation) needs a larger --gpucheck-timeout."
-            ),
-            evidence=child_evidence(exit_),
-        )
-    ]
+    return finding(
+        "framework-hung",
+        Severity.BLOCKER,
+        summary=f"TensorFlow did not finish {exit_.last_stage or 'starting'} within {timeout:g} s.",
+        cause=(
+            f"The TensorFlow probe was killed with its process group after {timeout:g} s in "
+            f"{exit_.last_stage or 'start-up'}; no lower driver call hung on its own."
+        ),
+        remedy=(
+            "Run `python -c \"import tensorflow as tf; print(tf.config.list_physical_devices())\"` to see where "
+            "it stops; a slow first start (PTX JIT compilation) needs a larger --gpucheck-timeout."
+        ),
+        evidence=child_evidence(exit_),
+    )
 
 
-def _framework_crashed(exit_: ChildExit) -> list[Finding]:
+def _framework_crashed(exit_: ChildExit) -> Finding:
     """``framework-crashed``: the TensorFlow probe died, could not run, or ended without reporting."""
     how = exit_.signal or (f"exit code {exit_.returncode}" if exit_.returncode is not None else exit_.error)
-    return [
-        finding(
-            "framework-crashed",
-            Severity.BLOCKER,
-            summary=f"The TensorFlow probe process died ({how}) in {exit_.last_stage or 'start-up'}.",
-            cause=(
-                f"Python running `{exit_.last_stage or 'import tensorflow'}` ended with {how} before it could "
-                "report; TensorFlow's last output is in the evidence."
-            ),
-            remedy=(
-                "Read the last lines of output in the evidence: a `F…` (LOG(FATAL)) line names what TensorFlow "
-                "refused; an illegal-instruction signal means the wheel needs CPU features this machine lacks."
-            ),
-            evidence=child_evidence(exit_),
-        )
-    ]
+    return finding(
+        "framework-crashed",
+        Severity.BLOCKER,
+        summary=f"The TensorFlow probe process died ({how}) in {exit_.last_stage or 'start-up'}.",
+        cause=(
+            f"Python running `{exit_.last_stage or 'import tensorflow'}` ended with {how} before it could "
+            "report; TensorFlow's last output is in the evidence."
+        ),
+        remedy=(
+            "Read the last lines of output in the evidence: a `F…` (LOG(FATAL)) line names what TensorFlow "
+            "refused; an illegal-instruction signal means the wheel needs CPU features this machine lacks."
+        ),
+        evidence=child_evidence(exit_),
+    )
 
 
-def _framework_missing(tf: FrameworkFacts, exit_: ChildExit) -> list[Finding]:
+def _framework_missing(tf: FrameworkFacts, exit_: ChildExit) -> Finding:
     """``framework-missing``: ``import tensorflow`` failed (or a file of that name shadows the package)."""
-    if tf.importable:
-        return []
-    return [
-        finding(
-            "framework-missing",
-            Severity.BLOCKER,
-            summary="TensorFlow cannot be imported.",
-            cause=f"`import tensorflow` failed: {tf.import_error}",
-            remedy=(
-                f"Rename or remove {tf.location} (it hides the real package), then run again."
-                if tf.location and tf.import_error and "shadows" in tf.import_error
-                else 'Install it into this environment: `pip install "tensorflow[and-cuda]"`.'
-            ),
-            evidence={"import_error": tf.import_error, "output_tail": list(exit_.stderr_tail[-10:])},
-        )
-    ]
+    return finding(
+        "framework-missing",
+        Severity.BLOCKER,
+        summary="TensorFlow cannot be imported.",
+        cause=f"`import tensorflow` failed: {tf.import_error}",
+        remedy=(
+            f"Rename or remove {tf.location} (it hides the real package), then run again."
+            if tf.location and tf.import_error and "shadows" in tf.import_error
+            else 'Install it into this environment: `pip install "tensorflow[and-cuda]"`.'
+        ),
+        evidence={"import_error": tf.import_error, "output_tail": list(exit_.stderr_tail[-10:])},
+    )
 
 
-def _framework_cpu_only(tf: FrameworkFacts) -> list[Finding]:
+def _framework_cpu_only(tf: FrameworkFacts) -> Finding:
     """``framework-cpu-only``: get_build_info() has no is_cuda_build=True."""
-    if tf.is_cuda_build:
-        return []
-    return [
-        finding(
-            "framework-cpu-only",
-            Severity.BLOCKER,
-            summary=f"TensorFlow {tf.version} is not a CUDA build: it cannot use a GPU.",
-            cause="tf.sysconfig.get_build_info() has no is_cuda_build=True: this is a CPU-only wheel "
-            "(tensorflow-cpu, or TensorFlow on a platform without CUDA builds).",
-            remedy=(
-                "`pip uninstall -y tensorflow-cpu tensorflow && pip install \"tensorflow[and-cuda]=="
-                f"{tf.version}\"` (Linux x86_64 / aarch64; on Windows use WSL2)."
-            ),
-            evidence={"version": tf.version, "location": tf.location, "build_info": tf.build_info},
-        )
-    ]
+    return finding(
+        "framework-cpu-only",
+        Severity.BLOCKER,
+        summary=f"TensorFlow {tf.version} is not a CUDA build: it cannot use a GPU.",
+        cause="tf.sysconfig.get_build_info() has no is_cuda_build=True: this is a CPU-only wheel "
+        "(tensorflow-cpu, or TensorFlow on a platform without CUDA builds).",
+        remedy=(
+            "`pip uninstall -y tensorflow-cpu tensorflow && pip install \"tensorflow[and-cuda]=="
+            f"{tf.version}\"` (Linux x86_64 / aarch64; on Windows use WSL2)."
+        ),
+        evidence={"version": tf.version, "location": tf.location, "build_info": tf.build_info},
+    )
 
 
-def _framework_gpu_init_failed(tf: FrameworkFacts, exit_: ChildExit) -> list[Finding]:
+def _framework_gpu_init_failed(tf: FrameworkFacts, exit_: ChildExit) -> Finding:
     """``framework-gpu-init-failed``: tf.config.list_physical_devices('GPU') is empty."""
-    if tf.gpus:
-        return []
-    return [
-        finding(
-            "framework-gpu-init-failed",
-            Severity.BLOCKER,
-            summary=f"TensorFlow {tf.version} (CUDA build) registers no GPU.",
-            cause=(
-                "tf.config.list_physical_devices('GPU') is empty"
-                + (f" ({tf.list_devices_error})" if tf.list_devices_error else "")
-                + "; TensorFlow's own log lines are in the evidence."
-            ),
-            remedy=(
-                "Read TensorFlow's lines in the evidence: 'Cannot dlopen some GPU libraries' means CUDA/cuDNN "
-                f"libraries are missing (`pip install \"tensorflow[and-cuda]=={tf.version}\"`)."
-            ),
-            evidence={
-                "version": tf.version,
-                "build_info": tf.build_info,
-                "devices": [d.name for d in tf.devices],
-                "tensorflow_log": tf_log_lines(exit_.stderr_tail),
-                # TensorFlow's own words, read by the classifier `gpucheck explain` uses.
-                "tensorflow_log_means": explain_log(exit_.stderr_tail),
-            },
-        )
-    ]
+    return finding(
+        "framework-gpu-init-failed",
+        Severity.BLOCKER,
+        summary=f"TensorFlow {tf.version} (CUDA build) registers no GPU.",
+        cause=(
+            "tf.config.list_physical_devices('GPU') is empty"
+            + (f" ({tf.list_devices_error})" if tf.list_devices_error else "")
+            + "; TensorFlow's own log lines are in the evidence."
+        ),
+        remedy=(
+            "Read TensorFlow's lines in the evidence: 'Cannot dlopen some GPU libraries' means CUDA/cuDNN "
+            f"libraries are missing (`pip install \"tensorflow[and-cuda]=={tf.version}\"`)."
+        ),
+        evidence={
+            "version": tf.version,
+            "build_info": tf.build_info,
+            "devices": [d.name for d in tf.devices],
+            "tensorflow_log": tf_log_lines(exit_.stderr_tail),
+            # TensorFlow's own words, read by the classifier `gpucheck explain` uses.
+            "tensorflow_log_means": explain_log(exit_.stderr_tail),
+        },
+    )

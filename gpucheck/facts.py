@@ -13,6 +13,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from gpucheck.protocol import INIT_SECTION
+
 T = TypeVar("T")
 
 
@@ -543,26 +545,19 @@ class GpuMemory:
 
 
 @dataclass(frozen=True)
-class TfPlacementFacts:
-    """The TensorFlow step of the placement probe (default configuration, the CPU split in logical devices)."""
+class TfSetupFacts:
+    """The shared set-up of the one TensorFlow process on the critical path, before its steps: the GPUs
+    TensorFlow registers, what gpucheck configured before the devices existed (the CPU split, a memory
+    limit), and the devices TensorFlow then created (``gpucheck.probes.tfsetup``)."""
 
     importable: bool
     import_error: str | None
     version: str | None
     #: Physical GPUs TensorFlow registers, with their details (compute capability, name).
-    gpus: tuple[TfDevice, ...]
-    logical_devices: tuple[str, ...]
+    gpus: tuple[TfDevice, ...] = ()
+    logical_devices: tuple[str, ...] = ()
     #: Logical CPU devices gpucheck split the CPU into (they appear in TensorFlow's device lists).
-    cpu_split: int
-    soft_placement_default: bool | None
-    runs: tuple[OpRun, ...]
-    training_step: TrainingStepPlacement | None
-    numerics: tuple[NumericCheck, ...]
-    xla: tuple[XlaRun, ...]
-    multi_device: MultiDeviceRun | None
-    memory: tuple[GpuMemory, ...]
-    #: Sections that raised unexpectedly (name: error); the probe carries on with the next.
-    errors: dict[str, str] = field(default_factory=dict)
+    cpu_split: int = 0
     #: The memory_limit (MiB) gpucheck gave every GPU of this process, so that it never reserves a GPU's
     #: memory while another process needs it; None where TensorFlow registers no GPU.
     memory_limit_mb: int | None = None
@@ -573,6 +568,67 @@ class TfPlacementFacts:
     #: TensorFlow's own word on which GPU each of its devices is: its "Created device .../device:GPU:N
     #: ... pci bus id: <id>" log lines, as (GPU:N, PCI bus id).
     created_devices: tuple[tuple[str, str], ...] = ()
+    #: The memory / XLA settings of the environment, as TensorFlow reads them.
+    env: dict[str, str | None] = field(default_factory=dict)
+    #: Sections that raised unexpectedly (name: error); ``initialise devices`` there: no step ran after.
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def devices_created(self) -> bool:
+        """TensorFlow created its GPU devices (with gpucheck's memory limit)."""
+        return bool(self.created_devices) and INIT_SECTION not in self.errors
+
+
+@dataclass(frozen=True)
+class PlacementFacts:
+    """The placement step: a float32 matmul pinned to each GPU (and one past the last), eagerly and in a
+    tf.function, with soft placement off and on."""
+
+    soft_placement_default: bool | None = None
+    runs: tuple[OpRun, ...] = ()
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainingStepFacts:
+    """The training-step step: where TensorFlow's placer put the ops of a small training step."""
+
+    run: TrainingStepPlacement | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NumericsFacts:
+    """The numerics step: computations on each GPU (on the CPU with --gpucheck-deep where there is none)
+    against a float64 reference."""
+
+    checks: tuple[NumericCheck, ...] = ()
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class XlaFacts:
+    """The XLA step: a ``jit_compile=True`` function on each GPU (on the CPU with --gpucheck-deep)."""
+
+    runs: tuple[XlaRun, ...] = ()
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MultiDeviceFacts:
+    """The multi-device step: a gradient step split across the GPUs, or the logical CPUs with fewer than two."""
+
+    run: MultiDeviceRun | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuMemoryFacts:
+    """The GPU memory step of the resources layer: a test allocation on each GPU of the main TensorFlow
+    process, with what its allocator may use there and what NVML says."""
+
+    memory: tuple[GpuMemory, ...] = ()
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -596,13 +652,6 @@ class MemoryConfigFacts:
     allocated_mb: int | None = None
 
 
-@dataclass(frozen=True)
-class PlacementFacts:
-    """The placement steps of the one TensorFlow process on the critical path (after its framework facts)."""
-
-    tf: TfPlacementFacts | None
-    #: The memory / XLA settings of the environment, as TensorFlow will read them.
-    env: dict[str, str | None]
 
 
 # --- a probe that ran in a child process ----------------------------------------------
@@ -643,8 +692,17 @@ class Facts:
     framework: ProbeOutcome[FrameworkFacts] | None = None
     #: CUDA libraries TensorFlow needs; None when that probe was not run.
     libraries: ProbeOutcome[LibrariesFacts] | None = None
-    #: Placement, numerics, memory configuration and XLA; None when that probe was not run.
+    #: The steps of the one TensorFlow process after its framework facts, each an outcome of its own (the
+    #: exit is that process's): its shared set-up, then placement, the training step, numerics, XLA, the
+    #: multi-device step (the placement layer's) and the GPU memory step (the resources layer's). None when
+    #: not run (--gpucheck-framework=none); an outcome without facts where the process ended before the step.
+    tf_setup: ProbeOutcome[TfSetupFacts] | None = None
     placement: ProbeOutcome[PlacementFacts] | None = None
+    training_step: ProbeOutcome[TrainingStepFacts] | None = None
+    numerics: ProbeOutcome[NumericsFacts] | None = None
+    xla: ProbeOutcome[XlaFacts] | None = None
+    multi_device: ProbeOutcome[MultiDeviceFacts] | None = None
+    gpu_memory: ProbeOutcome[GpuMemoryFacts] | None = None
     #: Memory growth, in a TensorFlow process of its own; None when not tried (``not_run`` says why).
     memory_growth: ProbeOutcome[MemoryConfigFacts] | None = None
     #: TF_GPU_ALLOCATOR=cuda_malloc_async, in a TensorFlow process of its own; None when not tried.
@@ -671,7 +729,7 @@ class Facts:
 
 
 def facts_of(outcome: ProbeOutcome[T] | None) -> T | None:
-    """A probe's facts, or None when it was not run or said nothing (it died, timed out)."""
+    """A probe's (or a TensorFlow step's) facts, or None where it did not run or left none."""
     return outcome.facts if outcome is not None else None
 
 

@@ -27,8 +27,11 @@ TENSORFLOW_PROBE = stack.TENSORFLOW_PROBE
 
 
 def tf_steps(settings: Settings) -> tuple[TfStep, ...]:
-    """The steps the TensorFlow child runs, in registry order, for the layers this run checks."""
+    """The steps the TensorFlow child runs, in registry order, for the layers this run checks (none where the
+    framework layer is not checked: there is no TensorFlow child)."""
     on = checked(settings)
+    if "framework" not in on:
+        return ()
     return tuple(step for unit in UNITS for step in unit.tf_steps if step.layer in on)
 
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 from gpucheck.facts import (
     CudaDriverFacts,
     FrameworkFacts,
+    GpuMemoryFacts,
     LibrariesFacts,
     MemoryConfigFacts,
+    MultiDeviceFacts,
+    NumericsFacts,
     NvmlFacts,
     PlacementFacts,
+    TfSetupFacts,
+    TrainingStepFacts,
+    XlaFacts,
 )
 from gpucheck.rules import compat, devicemap, driver, framework, host, libraries, memory, nvml, placement, visibility
 from gpucheck.unit import CheckFile, ChildProbe, LayerRule, PreStart, TfStep, Unit
@@ -61,7 +67,18 @@ LIBRARIES_PROBE = ChildProbe(
 TENSORFLOW_PROBE = ChildProbe(
     "framework", "framework", "gpucheck.probes.tfchild:framework_then_steps", FrameworkFacts, "framework", FRAMEWORK_ENV
 )
-PLACEMENT_STEP = TfStep("placement", "placement", "gpucheck.probes.placement:placement_facts", PlacementFacts)
+#: The TensorFlow child's shared set-up (its GPUs, the CPU split, the memory limit, the devices created): the
+#: child runs it once before every step; registered for its facts.
+TF_SETUP_STEP = TfStep("tf_setup", "framework", "gpucheck.probes.tfsetup:set_up", TfSetupFacts)
+#: One step per question, each with its facts class and ``Facts`` field.
+PLACEMENT_STEP = TfStep("placement", "placement", "gpucheck.probes.placement:placement_step", PlacementFacts)
+TRAINING_STEP = TfStep("training_step", "placement", "gpucheck.probes.training:training_step", TrainingStepFacts)
+NUMERICS_STEP = TfStep("numerics", "placement", "gpucheck.probes.numerics:numerics_step", NumericsFacts)
+XLA_STEP = TfStep("xla", "placement", "gpucheck.probes.xla:xla_step", XlaFacts)
+MULTI_DEVICE_STEP = TfStep(
+    "multi_device", "placement", "gpucheck.probes.multidevice:multi_device_step", MultiDeviceFacts
+)
+GPU_MEMORY_STEP = TfStep("gpu_memory", "resources", "gpucheck.probes.memory:gpu_memory_step", GpuMemoryFacts)
 #: Memory settings that must be made before TensorFlow touches a GPU, each in a TensorFlow process of its
 #: own started beside the main one (none of them reserves more than it allocates).
 MEMORY_GROWTH_PROBE = ChildProbe(
@@ -114,16 +131,22 @@ UNITS: tuple[Unit, ...] = (
         rules=(LayerRule("libraries", libraries.library_rules),),
         checks=(CheckFile("libraries", "checks/checks_libraries.py"),),
     ),
-    Unit("framework", probes=(TENSORFLOW_PROBE,), rules=(LayerRule("framework", framework.framework_rules),)),
+    Unit(
+        "framework",
+        probes=(TENSORFLOW_PROBE,),
+        tf_steps=(TF_SETUP_STEP,),
+        rules=(LayerRule("framework", framework.framework_rules),),
+    ),
     Unit(
         "placement",
-        tf_steps=(PLACEMENT_STEP,),
+        tf_steps=(PLACEMENT_STEP, TRAINING_STEP, NUMERICS_STEP, XLA_STEP, MULTI_DEVICE_STEP),
         rules=(LayerRule("placement", placement.placement_rules),),
         checks=(CheckFile("placement", "checks/checks_placement.py"),),
     ),
     Unit(
         "memory",
         probes=(MEMORY_GROWTH_PROBE, MALLOC_ASYNC_PROBE),
+        tf_steps=(GPU_MEMORY_STEP,),
         rules=(LayerRule("resources", memory.memory_rules),),
         not_checked=memory.not_checked,
         checks=(CheckFile("resources", "checks/checks_memory.py"),),

@@ -59,9 +59,9 @@ class ChildProbe:
 
 @dataclass(frozen=True)
 class TfStep:
-    """A step in the one TensorFlow process (``gpucheck.probes.tfchild``): ``target`` is a function
-    ``(timeout) -> Iterator[(facts, budget)]``; its facts land under ``key`` in that child's JSON and
-    fill the facts field of the same name."""
+    """A step of ``layer`` in the one TensorFlow process (``gpucheck.probes.tfchild``): ``target`` is a
+    function ``(context, timeout) -> Iterator[(facts, budget)]``, the context the child's set-up's; its
+    facts land under ``key`` in that child's JSON and fill the facts field of the same name."""
 
     key: str
     layer: str

@@ -1,4 +1,4 @@
-"""What TensorFlow writes while a probe reads its output back (``placement.captured``) reaches the
+"""What TensorFlow writes while a probe reads its output back (``tfcommon.captured``) reaches the
 parent's evidence, also when the process aborts inside a block, nested blocks included.
 
 The child here is a real interpreter that writes through file descriptor 2 (as TensorFlow's C++
@@ -20,7 +20,7 @@ from gpucheck.protocol import CAPTURE_ENV
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from gpucheck.probes.placement import captured
+    from gpucheck.probes.tfcommon import captured
 
     def say(text):
         os.write(2, (text + "\\n").encode())

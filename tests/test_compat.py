@@ -329,7 +329,7 @@ def test_device_map_joins_nvml_cuda_and_tensorflow_on_the_pci_bus_id() -> None:
             NS(ordinal=2, name="Tesla M60", pci_bus_id="00000000:05:00.0", cc_major=5, cc_minor=2)]
     tf = NS(gpus=[NS(name="/physical_device:GPU:0"), NS(name="/physical_device:GPU:1")],
             build_info={"cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]})
-    facts = NS(cuda=NS(facts=NS(devices=cuda)), nvml=NS(facts=NS(gpus=nvml)), framework=NS(facts=tf), placement=None)
+    facts = NS(cuda=NS(facts=NS(devices=cuda)), nvml=NS(facts=NS(gpus=nvml)), framework=NS(facts=tf), tf_setup=None)
     rows = [(r.nvml_index, r.cuda_ordinal, r.tensorflow) for r in device_map(facts)]  # type: ignore[arg-type]
     assert rows == [(0, 2, None), (1, 0, "GPU:0"), (2, 1, "GPU:1")]
     (line,) = device_map_lines(facts)  # type: ignore[arg-type]

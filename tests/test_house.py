@@ -29,6 +29,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.settings": 0,
     "gpucheck.model": 0,
     "gpucheck.facts": 0,
+    "gpucheck.pci": 0,
     "gpucheck.knowledge": 0,
     "gpucheck.jsonfile": 0,
     "gpucheck.layers": 0,
@@ -290,9 +291,9 @@ def test_children_run_only_named_probe_functions() -> None:
     """A child imports only ``gpucheck.probes.<module>:<function>``, never a private name or anything else."""
     from gpucheck.protocol import load_target
 
-    assert callable(load_target("gpucheck.probes.placement:placement_facts"))
+    assert callable(load_target("gpucheck.probes.placement:placement_step"))
     for bad in ("os:system", "gpucheck.probes.placement:__builtins__", "gpucheck.probes.placement:_err",
-                "gpucheck.settings:resolve", "gpucheck.probes.placement:placement_facts; rm -rf /",
+                "gpucheck.settings:resolve", "gpucheck.probes.placement:placement_step; rm -rf /",
                 "gpucheck.probes.placement:no_such_function"):
         assert load_target(bad) is None, bad
 
@@ -303,10 +304,12 @@ def test_the_tensorflow_child_runs_the_steps_the_registry_lists() -> None:
     from gpucheck.settings import Settings
 
     steps = registry.tf_steps(Settings())
-    assert [s.key for s in steps] == ["placement"]
+    assert [s.key for s in steps] == [
+        "tf_setup", "placement", "training_step", "numerics", "xla", "multi_device", "gpu_memory"
+    ]
     probes = {p.name: p for p in registry.probes(Settings())}
-    assert probes["placement"].within == registry.TENSORFLOW_PROBE.name
-    assert list(probes)[:2] == [registry.TENSORFLOW_PROBE.name, "placement"]  # the slowest start first
+    assert all(probes[s.key].within == registry.TENSORFLOW_PROBE.name for s in steps)
+    assert list(probes)[:2] == [registry.TENSORFLOW_PROBE.name, "tf_setup"]  # the slowest start first
     assert registry.tf_steps(Settings(framework="none")) == ()
     assert "placement" not in {p.name for p in registry.probes(Settings(framework="none"))}
 

@@ -22,12 +22,15 @@ from gpucheck.facts import (
     FallbackOp,
     FrameworkFacts,
     GpuMemory,
+    GpuMemoryFacts,
     HardwareFacts,
     KernelFacts,
     LibraryLoad,
     MemoryConfigFacts,
+    MultiDeviceFacts,
     MultiDeviceRun,
     NumericCheck,
+    NumericsFacts,
     NvmlFacts,
     NvmlGpu,
     NvmlProcess,
@@ -35,14 +38,17 @@ from gpucheck.facts import (
     PlacementFacts,
     ProbeOutcome,
     TfDevice,
-    TfPlacementFacts,
+    TfSetupFacts,
+    TrainingStepFacts,
     TrainingStepPlacement,
     VisibilityFacts,
+    XlaFacts,
     XlaRun,
 )
 from gpucheck.model import Finding
-from gpucheck.probes.placement import normalise_bus_id, quiet, xla_toolchain_lines
-from gpucheck.protocol import DIE_WITH_PARENT_ENV
+from gpucheck.pci import pci_key
+from gpucheck.probes.xla import xla_toolchain_lines
+from gpucheck.protocol import DIE_WITH_PARENT_ENV, quiet
 from gpucheck.rules.memory import memory_rules, not_judged
 from gpucheck.rules.placement import placement_rules
 from gpucheck.settings import Settings
@@ -88,7 +94,47 @@ def base_facts(**overrides: Any) -> Facts:
     return Facts(**{**{f: getattr(facts, f) for f in facts.__dataclass_fields__}, **overrides})
 
 
-def tf_facts(gpus: int = 1, cc: tuple[int, int] = (8, 0), **overrides: Any) -> TfPlacementFacts:
+@dataclasses.dataclass(frozen=True)
+class TfRun:
+    """What the TensorFlow child's set-up and steps found, in one place for the tests to write; ``outcomes``
+    splits it into each step's facts, as the child writes them."""
+
+    importable: bool
+    import_error: str | None
+    version: str | None
+    gpus: tuple[TfDevice, ...]
+    logical_devices: tuple[str, ...]
+    cpu_split: int
+    soft_placement_default: bool | None
+    runs: tuple[OpRun, ...]
+    training_step: TrainingStepPlacement | None
+    numerics: tuple[NumericCheck, ...]
+    xla: tuple[XlaRun, ...]
+    multi_device: MultiDeviceRun | None
+    memory: tuple[GpuMemory, ...]
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    memory_limit_mb: int | None = None
+    growth_kept_with_logical_devices: bool | None = None
+    created_devices: tuple[tuple[str, str], ...] = ()
+
+    def outcomes(self, exit_: ChildExit = OK_EXIT, env: dict[str, str | None] | None = None) -> dict[str, Any]:
+        setup = TfSetupFacts(
+            self.importable, self.import_error, self.version, self.gpus, self.logical_devices, self.cpu_split,
+            self.memory_limit_mb, self.growth_kept_with_logical_devices, self.created_devices, env or {}, self.errors,
+        )
+        steps = {
+            "tf_setup": setup,
+            "placement": PlacementFacts(self.soft_placement_default, self.runs),
+            "training_step": TrainingStepFacts(self.training_step),
+            "numerics": NumericsFacts(self.numerics),
+            "xla": XlaFacts(self.xla),
+            "multi_device": MultiDeviceFacts(self.multi_device),
+            "gpu_memory": GpuMemoryFacts(self.memory),
+        }
+        return {key: ProbeOutcome(key, exit_, facts) for key, facts in steps.items()}
+
+
+def tf_facts(gpus: int = 1, cc: tuple[int, int] = (8, 0), **overrides: Any) -> TfRun:
     devices = tuple(
         TfDevice(f"/physical_device:GPU:{i}", "GPU", {"compute_capability": list(cc), "device_name": "NVIDIA A100"})
         for i in range(gpus)
@@ -119,13 +165,13 @@ def tf_facts(gpus: int = 1, cc: tuple[int, int] = (8, 0), **overrides: Any) -> T
         "memory": (),
     }
     base.update(overrides)
-    return TfPlacementFacts(**base)
+    return TfRun(**base)
 
 
-def evaluate(tf: TfPlacementFacts | None = None, env: dict[str, str | None] | None = None, **facts: Any) -> list[Finding]:
+def evaluate(tf: TfRun | None = None, env: dict[str, str | None] | None = None, **facts: Any) -> list[Finding]:
     """The placement and memory rules; ``env`` is the environment as the run saw it (a fact)."""
-    pf = PlacementFacts(tf, env or {})
-    built = base_facts(placement=ProbeOutcome("placement", OK_EXIT, pf), environment=env or {}, **facts)
+    steps = tf.outcomes(OK_EXIT, env or {}) if tf is not None else {}
+    built = base_facts(**steps, environment=env or {}, **facts)
     return placement_rules(built, Settings()) + memory_rules(built, Settings())
 
 
@@ -357,8 +403,10 @@ def test_memory_growth_advice_from_nvml_processes() -> None:
 
 
 def test_bus_ids_of_nvml_and_tensorflow_agree() -> None:
-    assert normalise_bus_id("00000000:3B:00.0") == normalise_bus_id("0000:3b:00.0") == "0000:3b:00.0"
-    assert normalise_bus_id("garbage") is None
+    nvml, tensorflow = pci_key("00000000:3B:00.0"), pci_key("0000:3b:00.0")
+    assert nvml is not None and tensorflow is not None
+    assert nvml.text == tensorflow.text == "0000:3b:00.0"
+    assert pci_key("garbage") is None
 
 
 def test_grandchildren_die_with_their_parent(tmp_path: Any) -> None:
@@ -453,8 +501,7 @@ def test_a_child_killed_at_the_parents_timeout_keeps_its_framework_facts() -> No
     hung = ChildExit("timeout", -9, "SIGKILL", 60.0, (), "placement: XLA on /GPU:0", "no answer within 60 s")
     fw = FrameworkFacts(True, None, "2.21.0", None, {"is_cuda_build": True}, True, (), (), None)
     facts = base_facts(
-        framework=ProbeOutcome("framework", hung, fw),
-        placement=ProbeOutcome("placement", hung, PlacementFacts(tf_facts(), {})),
+        **{**tf_facts().outcomes(hung), "framework": ProbeOutcome("framework", hung, fw)},
     )
     assert "framework-hung" not in ids(framework_rules(facts, Settings()))
     [f] = [f for f in placement_rules(facts, Settings()) if f.subject == "placement step"]

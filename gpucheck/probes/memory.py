@@ -1,6 +1,8 @@
-"""Resources-layer probes: memory settings that TensorFlow takes only before it touches a GPU, each in a
-TensorFlow process of its own, started beside the main TensorFlow child (never after it), and judged by
-what happened rather than by an error string.
+"""Resources-layer probes. The GPU memory step of the one TensorFlow process (``gpucheck.probes.tfchild``):
+a test allocation on each GPU, what TensorFlow's allocator may use there, what NVML says. And memory
+settings that TensorFlow takes only before it touches a GPU, each in a TensorFlow process of its own,
+started beside the main TensorFlow child (never after it), and judged by what happened rather than by an
+error string.
 
 Memory growth is applied when the process holds about what it allocated (NVML's per-process reading
 after a 64 MiB allocation); a process that holds nearly the whole GPU has growth off whatever
@@ -10,26 +12,88 @@ nothing about the setting: it is "not checked", and NVML's own reading names tho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpucheck.facts import GpuMemory, MemoryConfigFacts
-from gpucheck.probes.placement import (
-    ALLOC_ELEMENTS,
-    _message,
-    created_devices,
-    created_limits,
-    gpu_memory,
-    initialise_devices,
-    memory_limit_for,
-    nvml_snapshot,
-)
+from gpucheck.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts
+from gpucheck.pci import pci_key
+from gpucheck.probes.nvml import memory_snapshot
+from gpucheck.probes.tfcommon import created_devices, created_limits, initialise_devices, section, tf_message
+from gpucheck.probes.tfsetup import Nvml, TfContext, memory_limit_for
 from gpucheck.protocol import stage
 
+#: Test allocation (float32 elements: 64 MiB).
+ALLOC_ELEMENTS = 16 * 1024 * 1024
 ALLOC_MB = ALLOC_ELEMENTS * 4 // (1 << 20)
 #: What the test allocation may add with growth on beyond itself: cuBLAS/cuDNN workspaces, the allocator's
 #: rounding and region doubling. Without growth it adds nearly the whole GPU.
 GROWTH_SLACK_MB = 1024
+
+
+# --- the GPU memory step of the main TensorFlow process ---------------------------------------------------
+
+
+def nvml_process_usage() -> dict[str, int]:
+    """What NVML says this process holds on each GPU (MiB), by canonical PCI bus id; empty where NVML
+    does not list this process (no NVML, a container that hides process ids)."""
+    out: dict[str, int] = {}
+    me = os.getpid()
+    for bus, gpu in memory_snapshot().items():
+        for pid, used in gpu.processes:
+            if pid == me and used is not None:
+                out[bus] = used
+    return out
+
+
+def gpu_memory(tf: Any, nvml: Nvml, created: list[tuple[str, str]], limits: dict[int, int], count: int) -> list[GpuMemory]:
+    """A test allocation on each GPU; what TensorFlow's allocator may use there (its "Created device ...
+    with N MB" line), what NVML said before TensorFlow started, and what it says this process holds now."""
+    keys = {int(dev.split(":")[1]): pci_key(bus) for dev, bus in created}
+    buses = {i: key.text if key is not None else None for i, key in keys.items()}
+    # What this process holds once its devices exist, before the test allocation (its CUDA context).
+    base = nvml_process_usage() if nvml else {}
+    infos: list[tuple[dict[str, int] | None, str | None]] = []
+    for i in range(count):
+        info = None
+        error = None
+        try:
+            with tf.device(f"/GPU:{i}"):
+                t = tf.random.uniform((ALLOC_ELEMENTS,), dtype=tf.float32)
+                _ = float(t[0])
+            raw = tf.config.experimental.get_memory_info(f"GPU:{i}")
+            info = {str(k): int(v) for k, v in raw.items()}
+            del t
+        except Exception as exc:  # noqa: BLE001
+            error = f"{type(exc).__name__}: {tf_message(exc)}"
+        infos.append((info, error))
+    held = nvml_process_usage() if nvml else {}
+    out: list[GpuMemory] = []
+    for i, (info, error) in enumerate(infos):
+        bus = buses.get(i)
+        gpu = nvml.get(bus) if bus else None
+        free, total, procs = (gpu.free_mb, gpu.total_mb, gpu.processes) if gpu is not None else (None, None, ())
+        out.append(
+            GpuMemory(
+                f"/GPU:{i}", bus, limits.get(i), info, free, total, procs, error, held.get(bus or ""), base.get(bus or "")
+            )
+        )
+    return out
+
+
+def gpu_memory_step(ctx: TfContext, timeout: float) -> Iterator[tuple[GpuMemoryFacts, float | None]]:
+    """The resources layer's step in the main TensorFlow process (``Layer.tf_steps``), on every GPU it has."""
+    errors: dict[str, str] = {}
+    memory: list[GpuMemory] = []
+    if ctx.gpus:
+        created = list(ctx.created)
+        memory = section(
+            errors, "memory", lambda: gpu_memory(ctx.tf, ctx.nvml, created, ctx.limits, len(ctx.gpus)), []
+        )
+    yield GpuMemoryFacts(tuple(memory), errors), None
+
+
+# --- memory settings, each in a TensorFlow process of its own -------------------------------------------
 
 
 def growth_ceiling_mb(total_mb: int | None) -> int:
@@ -89,13 +153,13 @@ def _tf_process(
     gpus = list(tf.config.list_physical_devices("GPU"))
     if not gpus:
         return tf, [], [], MemoryConfigFacts(name, setting, None, None, (), (), not_checked="TensorFlow registers no GPU"), None
-    nvml = nvml_snapshot()
+    nvml = memory_snapshot()
     error = None
     stage(f"{name}: configure")
     try:
         configure(tf, gpus)
     except Exception as exc:  # noqa: BLE001 - the refusal is the fact
-        error = f"{type(exc).__name__}: {_message(exc)}"
+        error = f"{type(exc).__name__}: {tf_message(exc)}"
     stage(f"{name}: initialise devices")
     lines: list[str] = []
     try:
@@ -104,7 +168,7 @@ def _tf_process(
         # Not judged here: whether the setting is at fault, the main TensorFlow process (which created its
         # devices without it, or failed the same way) tells; the rules weigh both. Out of memory says nothing
         # of the setting: no error then, only why it was not checked.
-        failed = error or f"{type(exc).__name__}: {_message(exc)}"
+        failed = error or f"{type(exc).__name__}: {tf_message(exc)}"
         oom = _out_of_memory(failed)
         why = f"out of memory: other processes hold the GPU ({failed})" if oom else failed
         facts = MemoryConfigFacts(
@@ -143,7 +207,7 @@ def probe_cuda_malloc_async() -> MemoryConfigFacts:
     name, setting = "cuda-malloc-async", "TF_GPU_ALLOCATOR=cuda_malloc_async"
 
     def configure(tf: Any, gpus: list[Any]) -> None:
-        limit = memory_limit_for(nvml_snapshot())
+        limit = memory_limit_for(memory_snapshot())
         for g in gpus:
             tf.config.set_logical_device_configuration(g, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpucheck.facts import (
     CudaCall,
@@ -34,6 +34,7 @@ from gpucheck.facts import (
     RemappedRows,
     RetiredPages,
 )
+from gpucheck.pci import pci_key
 from gpucheck.probes.driver import LIBNVML, NVML_ERRORS, load, probe_nvml_basic
 from gpucheck.protocol import is_sibling, stage
 
@@ -61,15 +62,19 @@ MAX_GPUS = 64
 class Calls:
     """Every NVML call of one subject (the system, a GPU, a pair) goes through :meth:`get`."""
 
-    def __init__(self, nv: Any, where: str) -> None:
+    def __init__(self, nv: Any, where: str, announce: bool = True) -> None:
         self.nv = nv
         self.where = where
+        #: Whether each call is announced as the child's stage (off where the caller's own stage names the
+        #: work, as in the TensorFlow child's steps).
+        self.announce = announce
         self.errors: list[NvmlError] = []
         #: The entry point that answered the last successful :meth:`get` (after fallbacks).
         self.answered: str | None = None
 
     def attempt(self, function: str, call: Callable[[], Any]) -> tuple[Any, NvmlError | None]:
-        stage(f"{function}({self.where})" if self.where else function)
+        if self.announce:
+            stage(f"{function}({self.where})" if self.where else function)
         try:
             return call(), None
         except self.nv.NVMLError as exc:
@@ -265,7 +270,7 @@ def _memory(nv: Any, c: Calls, h: Any) -> NvmlMemory | None:
     return NvmlMemory(total=int(mem.total), free=int(mem.free), used=int(mem.used), reserved=reserved, api=api)
 
 
-def _processes(nv: Any, c: Calls, h: Any) -> tuple[NvmlProcess, ...] | None:
+def _processes(nv: Any, c: Calls, h: Any, names: bool = True) -> tuple[NvmlProcess, ...] | None:
     procs = c.get(
         ("nvmlDeviceGetComputeRunningProcesses_v3", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)),
         ("nvmlDeviceGetComputeRunningProcesses_v2", lambda: nv.nvmlDeviceGetComputeRunningProcesses_v2(h)),
@@ -278,7 +283,7 @@ def _processes(nv: Any, c: Calls, h: Any) -> tuple[NvmlProcess, ...] | None:
         pid = int(p.pid)
         if is_sibling(pid):
             continue  # gpucheck's own TensorFlow process, started beside this one
-        name = _text(c.get(("nvmlSystemGetProcessName", partial(nv.nvmlSystemGetProcessName, pid))))
+        name = _text(c.get(("nvmlSystemGetProcessName", partial(nv.nvmlSystemGetProcessName, pid)))) if names else None
         used = p.usedGpuMemory
         out.append(NvmlProcess(pid=pid, used_memory=int(used) if used is not None else None, name=name))
     c.answered = answered
@@ -373,3 +378,51 @@ def _probe_link(nv: Any, a: int, b: int, ha: Any, hb: Any) -> NvmlLink:
         topology=c.get(("nvmlDeviceGetTopologyCommonAncestor", lambda: nv.nvmlDeviceGetTopologyCommonAncestor(ha, hb))),
         errors=tuple(c.errors),
     )
+
+
+# --- the reading the TensorFlow processes take before TensorFlow reserves memory ------------------------
+
+
+class GpuHeadroom(NamedTuple):
+    """One GPU as NVML sees it at one moment: free and total MiB, and the compute processes on it (pid,
+    used MiB), gpucheck's own sibling probes left out."""
+
+    free_mb: int
+    total_mb: int
+    processes: tuple[tuple[int, int | None], ...]
+
+
+def memory_snapshot() -> dict[str, GpuHeadroom]:
+    """Every GPU NVML can read, by canonical PCI bus id (``0000:3b:00.0``), through the same calls and
+    fallbacks as :func:`probe_nvml`, unannounced (the caller's stage names the work). Empty without NVML;
+    a GPU whose bus id or memory cannot be read is left out."""
+    try:
+        import pynvml as nv
+    except Exception:  # noqa: BLE001 - without the bindings there is nothing to compare with
+        return {}
+    system = Calls(nv, "", announce=False)
+    _, init_error = system.attempt("nvmlInitWithFlags", nv.nvmlInit)
+    if init_error is not None:
+        return {}
+    out: dict[str, GpuHeadroom] = {}
+    try:
+        count = system.get(("nvmlDeviceGetCount_v2", nv.nvmlDeviceGetCount))
+        for index in range(min(count or 0, MAX_GPUS)):
+            c = Calls(nv, f"GPU {index}", announce=False)
+            h, error = c.attempt("nvmlDeviceGetHandleByIndex_v2", partial(nv.nvmlDeviceGetHandleByIndex, index))
+            if error is not None:
+                continue
+            pci = c.get(("nvmlDeviceGetPciInfo_v3", partial(nv.nvmlDeviceGetPciInfo, h)))
+            bus = pci_key(_text(pci.busId)) if pci is not None else None
+            memory = _memory(nv, c, h)
+            if bus is None or memory is None:
+                continue
+            processes = _processes(nv, c, h, names=False) or ()
+            out[bus.text] = GpuHeadroom(
+                memory.free // (1 << 20),
+                memory.total // (1 << 20),
+                tuple((p.pid, p.used_memory // (1 << 20) if p.used_memory is not None else None) for p in processes),
+            )
+    finally:
+        system.get(("nvmlShutdown", nv.nvmlShutdown))
+    return out

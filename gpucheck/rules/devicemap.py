@@ -8,26 +8,14 @@ on the PCI bus id, which NVML and the CUDA driver both report.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import Facts
+from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.pci import BusId, pci_key
 from gpucheck.settings import Settings
-
-_PCI = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
-
-
-def pci_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
-    """``00000000:3B:00.0`` (NVML, CUDA) and ``0000:3b:00.0`` (sysfs) -> ``(0, 0x3b, 0, 0)``."""
-    if not bus_id:
-        return None
-    m = _PCI.match(bus_id.strip())
-    if not m:
-        return None
-    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4)))
 
 
 @dataclass(frozen=True)
@@ -48,15 +36,15 @@ class DeviceRow:
         }
 
 
-def _tf_names(facts: Facts, cuda_rows: list[tuple[int, tuple[int, int, int, int] | None, Any]]) -> dict[int, str]:
+def _tf_names(facts: Facts, cuda_rows: list[tuple[int, BusId | None, Any]]) -> dict[int, str]:
     """CUDA ordinal -> TensorFlow's GPU:N. TensorFlow's own word first: its "Created device ... GPU:N ...
-    pci bus id: X" lines (the placement step), joined to the CUDA devices on the bus id. Else, when
+    pci bus id: X" lines (the TensorFlow child's set-up), joined to the CUDA devices on the bus id. Else, when
     TensorFlow did not create its devices, from the order: its count must match the devices its build covers."""
     tf = facts.framework.facts if facts.framework is not None else None
     if tf is None or not tf.gpus:
         return {}
-    placement = facts.placement.facts if facts.placement is not None else None
-    created = placement.tf.created_devices if placement is not None and placement.tf is not None else ()
+    setup = facts_of(facts.tf_setup)
+    created = setup.created_devices if setup is not None else ()
     if created:
         by_bus = {pci_key(bus): name for name, bus in created}
         return {ordinal: by_bus[key] for ordinal, key, _dev in cuda_rows if key is not None and key in by_bus}
@@ -79,7 +67,7 @@ def device_map(facts: Facts) -> list[DeviceRow]:
     cuda_rows = [(d.ordinal, pci_key(d.pci_bus_id), d) for d in (cf.devices if cf is not None else ())]
     tf_of = _tf_names(facts, cuda_rows)
     rows: list[DeviceRow] = []
-    seen: set[tuple[int, int, int, int]] = set()
+    seen: set[BusId] = set()
     for g in nvml:
         key = pci_key(g.pci_bus_id)
         match = next((r for r in cuda_rows if key is not None and r[1] == key), None)

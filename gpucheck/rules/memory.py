@@ -13,9 +13,8 @@ import dataclasses
 import re
 from typing import Any
 
-from gpucheck.facts import ChildExit, Facts, MemoryConfigFacts, ProbeOutcome, TfPlacementFacts
+from gpucheck.facts import ChildExit, Facts, GpuMemory, MemoryConfigFacts, ProbeOutcome, TfSetupFacts, facts_of
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.protocol import INIT_SECTION
 from gpucheck.rules.common import child_evidence
 from gpucheck.settings import Settings
 
@@ -29,13 +28,13 @@ LIMIT_TOLERANCE_MB = 1
 
 def memory_rules(facts: Facts, settings: Settings) -> list[Finding]:
     out = _env_rules(facts.environment)
-    pf = facts.placement.facts if facts.placement is not None else None
-    tf = pf.tf if pf is not None else None
-    if tf is not None:
-        out += _limit(tf)
-        out += _growth_dropped(tf)
+    setup = facts_of(facts.tf_setup)
+    if setup is not None:
+        gpu_memory = facts_of(facts.gpu_memory)
+        out += _limit(setup, gpu_memory.memory if gpu_memory is not None else ())
+        out += _growth_dropped(setup)
     if facts.memory_growth is not None:
-        out += _setting(facts.memory_growth, _devices_created(tf))
+        out += _setting(facts.memory_growth, setup is not None and setup.devices_created)
     if facts.cuda_malloc_async is not None:
         outcome = facts.cuda_malloc_async
         user_set = facts.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async"
@@ -92,14 +91,14 @@ def _env_rules(env: dict[str, str | None]) -> list[Finding]:
     ]
 
 
-def _limit(tf: TfPlacementFacts) -> list[Finding]:
+def _limit(tf: TfSetupFacts, memory: tuple[GpuMemory, ...]) -> list[Finding]:
     """The main TensorFlow process gives every GPU a memory_limit: the limit TensorFlow created each
     device with ("Created device ... with N MB memory") must be that."""
     asked = tf.memory_limit_mb
     if asked is None:
         return []
     wrong = [
-        m for m in tf.memory if m.tf_limit_mb is not None and abs(m.tf_limit_mb - asked) > LIMIT_TOLERANCE_MB
+        m for m in memory if m.tf_limit_mb is not None and abs(m.tf_limit_mb - asked) > LIMIT_TOLERANCE_MB
     ]
     if not wrong:
         return []
@@ -118,14 +117,14 @@ def _limit(tf: TfPlacementFacts) -> list[Finding]:
             "`export TF_FORCE_GPU_ALLOW_GROWTH=true` keeps each process to what it uses.",
             evidence={
                 "memory_limit_mb": asked,
-                "created_with_mb": {m.device: m.tf_limit_mb for m in tf.memory},
+                "created_with_mb": {m.device: m.tf_limit_mb for m in memory},
             },
             subject="memory-limit",
         )
     ]
 
 
-def _growth_dropped(tf: TfPlacementFacts) -> list[Finding]:
+def _growth_dropped(tf: TfSetupFacts) -> list[Finding]:
     if tf.growth_kept_with_logical_devices is not False:
         return []
     return [
@@ -179,11 +178,6 @@ def _memory_evidence(cfg: MemoryConfigFacts) -> dict[str, Any]:
             for m in cfg.memory
         ],
     }
-
-
-def _devices_created(tf: TfPlacementFacts | None) -> bool:
-    """The main TensorFlow process created its GPU devices (with its memory limit)."""
-    return tf is not None and bool(tf.created_devices) and INIT_SECTION not in tf.errors
 
 
 def _setting(outcome: ProbeOutcome[MemoryConfigFacts], created_without_it: bool = False) -> list[Finding]:

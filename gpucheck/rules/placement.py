@@ -3,7 +3,8 @@ GPU results right, does ``jit_compile`` work; plus advice users ask for (mixed p
 The placement step is the first to create TensorFlow's devices: where TensorFlow lists GPUs but that
 fails, it reports ``framework-gpu-init-failed`` (the framework probe only lists them) and nothing else.
 
-The facts come from real TensorFlow runs (``gpucheck.probes.placement``). Findings here are emitted
+The facts come from real TensorFlow runs: the steps of the one TensorFlow process (``gpucheck.probes.tfsetup``,
+``placement``, ``training``, ``numerics``, ``xla``, ``multidevice``), each with facts of its own. Findings here are emitted
 whatever lies below; when a lower layer is the root cause, the checks report them as blocked by it.
 """
 
@@ -16,12 +17,14 @@ from typing import Any
 from gpucheck.facts import (
     ChildExit,
     Facts,
+    GpuMemory,
     MultiDeviceRun,
     NumericCheck,
     OpRun,
-    PlacementFacts,
-    TfPlacementFacts,
+    TfSetupFacts,
+    TrainingStepPlacement,
     XlaRun,
+    facts_of,
 )
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
@@ -64,7 +67,7 @@ def _is_cpu(device: str | None) -> bool:
     return device is not None and "CPU:" in device.upper().rsplit("/", 1)[-1]
 
 
-def _expected(tf: TfPlacementFacts, requested: str) -> bool:
+def _expected(tf: TfSetupFacts, requested: str) -> bool:
     """A spec users expect to work: a GPU TensorFlow registers, or /GPU:0 where it registers none.
     The index one past the last registered GPU is probed on purpose: its refusal is not a fault."""
     idx = _index(requested)
@@ -73,7 +76,7 @@ def _expected(tf: TfPlacementFacts, requested: str) -> bool:
     return idx < len(tf.gpus) or (not tf.gpus and idx == 0)
 
 
-def _devices_note(tf: TfPlacementFacts) -> str | None:
+def _devices_note(tf: TfSetupFacts) -> str | None:
     if tf.cpu_split > 1:
         return (
             f"gpucheck split the CPU into {tf.cpu_split} logical devices for its multi-device step: "
@@ -85,24 +88,29 @@ def _devices_note(tf: TfPlacementFacts) -> str | None:
 def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
     outcome = facts.placement
     out: list[Finding] = []
-    pf = outcome.facts if outcome is not None else None
+    setup = facts_of(facts.tf_setup)
     if outcome is not None:
         # Also with facts: the steps before the one that died or overran left theirs.
         out.extend(_step_died(outcome.exit, facts, settings))
-    if pf is not None:
-        tf = pf.tf
-        fw = facts.framework.facts if facts.framework is not None else None
+    if setup is not None:
+        fw = facts_of(facts.framework)
         cuda_build = fw is not None and bool(fw.is_cuda_build)
-        init_error = tf.errors.get(INIT_SECTION) if tf is not None and tf.gpus and cuda_build else None
-        if init_error is not None and outcome is not None:
-            out.append(_devices_not_created(tf, init_error, outcome.exit))
-        elif tf is not None and tf.importable:
-            out.extend(_hard_placement(tf))
-            out.extend(_soft_placement(tf))
-            out.extend(_numerics(tf.numerics))
-            out.extend(_multi_device(tf.multi_device, "the placement step"))
-            out.extend(_xla(tf.xla, pf.env))
-    out.extend(_advice(facts, pf))
+        init_error = setup.errors.get(INIT_SECTION) if setup.gpus and cuda_build else None
+        if init_error is not None and facts.tf_setup is not None:
+            out.append(_devices_not_created(setup, init_error, facts.tf_setup.exit))
+        elif setup.importable:
+            placement = facts_of(facts.placement)
+            runs = placement.runs if placement is not None else ()
+            training = facts_of(facts.training_step)
+            numerics = facts_of(facts.numerics)
+            multi = facts_of(facts.multi_device)
+            xla = facts_of(facts.xla)
+            out.extend(_hard_placement(setup, runs, placement.soft_placement_default if placement else None))
+            out.extend(_soft_placement(setup, runs, training.run if training is not None else None))
+            out.extend(_numerics(numerics.checks if numerics is not None else ()))
+            out.extend(_multi_device(multi.run if multi is not None else None, "the placement step"))
+            out.extend(_xla(xla.runs if xla is not None else (), setup.env))
+    out.extend(_advice(facts, setup))
     return out
 
 
@@ -159,7 +167,7 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
     ]
 
 
-def _devices_not_created(tf: TfPlacementFacts | None, error: str, exit_: ChildExit) -> Finding:
+def _devices_not_created(tf: TfSetupFacts | None, error: str, exit_: ChildExit) -> Finding:
     """TensorFlow lists the GPUs but fails creating its devices: every op fails, on the CPU too."""
     names = [str(g.details.get("device_name") or g.name) for g in tf.gpus] if tf is not None else []
     message = error.split(": ", 1)[1] if error.startswith("tensorflow.") and ": " in error else error
@@ -198,10 +206,10 @@ def _by_request(runs: tuple[OpRun, ...], soft: bool) -> dict[str, list[OpRun]]:
     return out
 
 
-def _hard_placement(tf: TfPlacementFacts) -> list[Finding]:
+def _hard_placement(tf: TfSetupFacts, all_runs: tuple[OpRun, ...], soft_default: bool | None) -> list[Finding]:
     out: list[Finding] = []
     registered = [g.name for g in tf.gpus]
-    for requested, runs in _by_request(tf.runs, soft=False).items():
+    for requested, runs in _by_request(all_runs, soft=False).items():
         failed = [r for r in runs if not r.ok]
         if not failed or not _expected(tf, requested):
             continue
@@ -237,7 +245,7 @@ def _hard_placement(tf: TfPlacementFacts) -> list[Finding]:
                     **errors,
                     "registered_gpus": registered,
                     "available_devices": list(tf.logical_devices),
-                    "soft_placement_default": tf.soft_placement_default,
+                    "soft_placement_default": soft_default,
                     "note": _devices_note(tf),
                 },
                 subject=requested,
@@ -246,8 +254,7 @@ def _hard_placement(tf: TfPlacementFacts) -> list[Finding]:
     return out
 
 
-def _fallback_lines(tf: TfPlacementFacts, floats_only: bool) -> tuple[list[str], dict[str, int]]:
-    step = tf.training_step
+def _fallback_lines(step: TrainingStepPlacement | None, floats_only: bool) -> tuple[list[str], dict[str, int]]:
     if step is None:
         return [], {}
     ops = [
@@ -257,9 +264,11 @@ def _fallback_lines(tf: TfPlacementFacts, floats_only: bool) -> tuple[list[str],
     return lines, dict(Counter(f.reason for f in ops))
 
 
-def _soft_placement(tf: TfPlacementFacts) -> list[Finding]:
+def _soft_placement(
+    tf: TfSetupFacts, all_runs: tuple[OpRun, ...], training: TrainingStepPlacement | None
+) -> list[Finding]:
     out: list[Finding] = []
-    for requested, runs in _by_request(tf.runs, soft=True).items():
+    for requested, runs in _by_request(all_runs, soft=True).items():
         if not _expected(tf, requested):
             continue
         errored = [r for r in runs if not r.ok]
@@ -278,7 +287,7 @@ def _soft_placement(tf: TfPlacementFacts) -> list[Finding]:
         landed = [r for r in runs if r.ok and _is_cpu(r.device)]
         if not landed:
             continue
-        lines, reasons = _fallback_lines(tf, floats_only=False)
+        lines, reasons = _fallback_lines(training, floats_only=False)
         why = (
             "TensorFlow registers no GPU, so soft placement quietly runs it on the CPU"
             if not tf.gpus
@@ -306,29 +315,29 @@ def _soft_placement(tf: TfPlacementFacts) -> list[Finding]:
                     **{f"{r.mode}_ran_on": r.device for r in landed},
                     "training_step_ops_on_cpu": lines[:15],
                     "training_step_reasons": reasons,
-                    "training_step_ops_placed": tf.training_step.placed_ops if tf.training_step else None,
+                    "training_step_ops_placed": training.placed_ops if training else None,
                     "note": _devices_note(tf),
                 },
                 subject=requested,
             )
         )
     if tf.gpus and not any(f.id == "soft-placement-fallback" for f in out):
-        lines, reasons = _fallback_lines(tf, floats_only=True)
-        if lines and tf.training_step is not None:
+        lines, reasons = _fallback_lines(training, floats_only=True)
+        if lines and training is not None:
             out.append(
                 finding(
                     "soft-placement-fallback",
                     Severity.DEGRADED,
                     summary=f"{len(lines)} op(s) of a training step asked for a GPU and ran on the CPU.",
                     cause=(
-                        f"Device-placement logging over a small training step under tf.device('{tf.training_step.requested}') "
+                        f"Device-placement logging over a small training step under tf.device('{training.requested}') "
                         f"shows float ops placed on the CPU ({', '.join(f'{k}: {v}' for k, v in reasons.items())})."
                     ),
                     remedy=(
                         "Ops without a GPU kernel for their dtype run on the CPU and copy data back and forth: cast to a "
                         "dtype with a GPU kernel, or move them out of the hot loop."
                     ),
-                    evidence={"ops_on_cpu": lines[:20], "reasons": reasons, "ops_placed": tf.training_step.placed_ops},
+                    evidence={"ops_on_cpu": lines[:20], "reasons": reasons, "ops_placed": training.placed_ops},
                     subject="training step",
                 )
             )
@@ -523,11 +532,10 @@ def _xla(runs: tuple[XlaRun, ...], env: dict[str, str | None]) -> list[Finding]:
 # --- advice ------------------------------------------------------------------------------------------------
 
 
-def _gpu_capabilities(facts: Facts, pf: PlacementFacts | None) -> list[tuple[str, str | None, tuple[int, int]]]:
+def _gpu_capabilities(facts: Facts, tf: TfSetupFacts | None) -> list[tuple[str, str | None, tuple[int, int]]]:
     """(device, name, compute capability): from TensorFlow's device details where it registers GPUs,
     else from NVML, else from the CUDA driver (advice about the GPU holds before TensorFlow works)."""
     out: list[tuple[str, str | None, tuple[int, int]]] = []
-    tf = pf.tf if pf is not None else None
     if tf is not None and tf.gpus:
         for i, g in enumerate(tf.gpus):
             cc = g.details.get("compute_capability")
@@ -547,11 +555,10 @@ def _gpu_capabilities(facts: Facts, pf: PlacementFacts | None) -> list[tuple[str
     return out
 
 
-def _shared_gpus(facts: Facts, pf: PlacementFacts | None) -> list[dict[str, Any]]:
-    """GPUs other compute processes use: from the placement step's NVML snapshot (taken before TensorFlow
-    initialised its devices), else from the NVML probe."""
-    tf = pf.tf if pf is not None else None
-    if tf is not None and tf.memory:
+def _shared_gpus(facts: Facts, memory: tuple[GpuMemory, ...]) -> list[dict[str, Any]]:
+    """GPUs other compute processes use: from the GPU memory step's facts (NVML's reading, taken by the
+    set-up before TensorFlow initialised its devices), else from the NVML probe."""
+    if memory:
         return [
             {
                 "gpu": m.device,
@@ -559,7 +566,7 @@ def _shared_gpus(facts: Facts, pf: PlacementFacts | None) -> list[dict[str, Any]
                 "nvml_free_mb": m.nvml_free_mb,
                 "tf_limit_mb": m.tf_limit_mb,
             }
-            for m in tf.memory
+            for m in memory
             if m.nvml_processes
         ]
     nf = facts.nvml.facts
@@ -577,9 +584,9 @@ def _shared_gpus(facts: Facts, pf: PlacementFacts | None) -> list[dict[str, Any]
     ]
 
 
-def _advice(facts: Facts, pf: PlacementFacts | None) -> list[Finding]:
+def _advice(facts: Facts, setup: TfSetupFacts | None) -> list[Finding]:
     out: list[Finding] = []
-    gpus = _gpu_capabilities(facts, pf)
+    gpus = _gpu_capabilities(facts, setup)
     if gpus:
         rows = [
             {
@@ -623,7 +630,8 @@ def _advice(facts: Facts, pf: PlacementFacts | None) -> list[Finding]:
             )
         )
     growth_on = facts.environment.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
-    shared = _shared_gpus(facts, pf)
+    gpu_memory = facts_of(facts.gpu_memory)
+    shared = _shared_gpus(facts, gpu_memory.memory if gpu_memory is not None else ())
     if shared and not growth_on:
         out.append(
             finding(

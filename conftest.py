@@ -40,6 +40,34 @@ class GpucheckRun:
         return [f["id"] for f in self.report["findings"]]
 
 
+#: Where each of the TensorFlow child's facts lies in a report: its set-up's and its steps', each under the
+#: step's key (``gpucheck.layers``, ``TfStep``), as (key, field of the step's facts, name in the view).
+TF_STEP_FIELDS = (
+    ("placement", "soft_placement_default", "soft_placement_default"),
+    ("placement", "runs", "runs"),
+    ("training_step", "run", "training_step"),
+    ("numerics", "checks", "numerics"),
+    ("xla", "runs", "xla"),
+    ("multi_device", "run", "multi_device"),
+    ("gpu_memory", "memory", "memory"),
+)
+
+
+def tensorflow_facts(report: dict[str, Any]) -> dict[str, Any]:
+    """The TensorFlow child's set-up and steps in one view: the set-up's facts, each step's under the name
+    the tests read (``runs``, ``numerics``, ``xla``, ``multi_device``, ``memory``, ``training_step``), and
+    every step's section errors together under ``errors``."""
+    facts = report["facts"]
+    view = dict(facts["tf_setup"]["facts"])
+    errors = dict(view.get("errors", {}))
+    for key, field, name in TF_STEP_FIELDS:
+        step = facts[key]["facts"] if facts.get(key) is not None and facts[key]["facts"] is not None else None
+        view[name] = step[field] if step is not None else None
+        errors.update(step["errors"] if step is not None else {})
+    view["errors"] = errors
+    return view
+
+
 @pytest.fixture(scope="session")
 def fake_lib_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if fakelibs.compiler() is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import GpucheckRun, tensorflow_facts
 from gpucheck.blocking import layers_needed as requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "cuda"
@@ -57,7 +57,7 @@ def test_scenario(
             assert set(values) <= set(evidence.get(key) or []), (fid, key, evidence)
     if "created_devices" in expect:
         # TensorFlow's own "Created device .../device:GPU:N ... pci bus id: X" lines, as the placement step read them.
-        tf = run.report["facts"]["placement"]["facts"]["tf"]
+        tf = tensorflow_facts(run.report)
         assert [list(d) for d in tf["created_devices"]] == expect["created_devices"], tf["created_devices"]
     log = _framework_log(run)
     for pattern in expect.get("tensorflow_log", []):

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import GpucheckRun, tensorflow_facts
 from tests import fakelibs
 
 H100 = json.loads((Path(__file__).parent / "scenarios/cuda/h100-80gb-healthy.json").read_text())
@@ -58,7 +58,7 @@ def assert_healthy_but_for_numerics(run: GpucheckRun) -> None:
 
 
 def memory_facts(run: GpucheckRun) -> tuple[dict[str, Any], dict[str, Any]]:
-    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    tf = tensorflow_facts(run.report)
     growth = run.report["facts"]["memory_growth"]["facts"]
     return tf, growth
 

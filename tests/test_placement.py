@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import GpucheckRun, tensorflow_facts
 
 PLACEMENT_CHECKS = (
     "test_gpu_accepts_pinned_ops",
@@ -81,7 +81,7 @@ def checks_by_name(run: GpucheckRun) -> dict[str, dict[str, Any]]:
 
 
 def runs_for(report: dict[str, Any], requested: str) -> dict[tuple[str, bool], dict[str, Any]]:
-    tf = report["facts"]["placement"]["facts"]["tf"]
+    tf = tensorflow_facts(report)
     return {(r["mode"], r["soft_placement"]): r for r in tf["runs"] if r["requested"] == requested}
 
 
@@ -133,7 +133,7 @@ def test_this_host_gpu0_refused_and_soft_placed_on_cpu(run_gpucheck: Callable[..
     assert_placement_checks_blocked(run, "no-nvidia-gpu")
     assert "placement" in [entry["layer"] for entry in run.report["layers"] if entry["state"] == "blocked"]
 
-    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    tf = tensorflow_facts(run.report)
     # Numerics, XLA and the multi-device path ran for real (on the CPU: there is no GPU; --gpucheck-deep).
     assert {(n["op"], n["precision"]) for n in tf["numerics"]} >= {
         ("matmul", "float32"), ("matmul", "float16"), ("matmul", "bfloat16"), ("conv2d", "float32"), ("reduce_sum", "float32")
@@ -160,7 +160,7 @@ def test_invalid_force_allow_growth_is_memory_config_failed(
     assert failed["evidence"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "True"
     assert failed["blocked_by"] == "no-nvidia-gpu"
     assert checks_by_name(run)["test_memory_settings_apply"]["finding_ids"] == ["memory-config-failed"]
-    assert run.report["facts"]["placement"]["facts"]["env"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "True"
+    assert run.report["facts"]["tf_setup"]["facts"]["env"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "True"
 
 
 def assert_placement_checks_blocked(run: GpucheckRun, by: str) -> None:
@@ -220,7 +220,7 @@ def test_fake_gpu_machine_where_tensorflow_cannot_create_its_devices(
     assert rc["evidence"]["gpus"] == ["NVIDIA A100-SXM4-40GB"]
     assert run.finding_ids.count("framework-gpu-init-failed") == 1
     assert "placement-failed" not in run.finding_ids and "memory-config-failed" not in run.finding_ids
-    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    tf = tensorflow_facts(run.report)
     assert [g["details"]["compute_capability"] for g in tf["gpus"]] == [[8, 0]]
     growth = run.report["facts"]["memory_growth"]["facts"]
     assert growth["applied"] is None and growth["not_checked"].startswith("TensorFlow could not create its GPU devices")
@@ -285,7 +285,7 @@ def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(
     fake_machine(scenario)
     run = run_gpucheck()
     assert run.root_cause == "numerical-mismatch", [(f["id"], f["subject"]) for f in run.report["findings"]]
-    tf = run.report["facts"]["placement"]["facts"]["tf"]
+    tf = tensorflow_facts(run.report)
     assert [g["details"]["device_name"] for g in tf["gpus"]] == ["Quadro P4000"]
     assert "/device:GPU:0" in " ".join(tf["logical_devices"])
     gpu0 = runs_for(run.report, "/GPU:0")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import GpucheckRun, tensorflow_facts
 
 HEAVY = ("tensorflow", "pynvml", "ctypes", "gpucheck.diagnosis", "gpucheck.session")
 
@@ -67,7 +67,7 @@ def test_this_host_has_no_gpu(run_gpucheck: Callable[..., GpucheckRun]) -> None:
     assert any("cuda" in line.lower() for line in tf_log)
     # Without a GPU, numerics and XLA have nothing to say about one: not run by default (--gpucheck-deep runs
     # them on the CPU); placement and the multi-device path over logical CPUs are.
-    tf = report["facts"]["placement"]["facts"]["tf"]
+    tf = tensorflow_facts(report)
     assert tf["numerics"] == [] and tf["xla"] == [] and tf["runs"] and tf["multi_device"]["ok"]
 
 

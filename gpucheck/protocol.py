@@ -22,7 +22,7 @@ DIE_WITH_PARENT_ENV = "GPUCHECK_DIE_WITH_PARENT"
 #: Exit code of a staged probe stopped at its deadline (GPUCHECK_TIMEOUT, less a margin) after its first
 #: result was written: the parent then has that result rather than a killed child with nothing.
 DEADLINE_EXIT = 124
-#: Where a probe child sends TensorFlow's output while it reads it back (``placement.captured``): a file
+#: Where a probe child sends TensorFlow's output while it reads it back (``gpucheck.probes.tfcommon.captured``): a file
 #: named by the parent, so that when TensorFlow aborts inside such a block, its last words (the ``F…``
 #: line that names what it refused) still reach the evidence. Emptied when a block ends normally.
 CAPTURE_ENV = "GPUCHECK_CAPTURE_FILE"

@@ -407,6 +407,9 @@ def test_bus_ids_of_nvml_and_tensorflow_agree() -> None:
     assert nvml is not None and tensorflow is not None
     assert nvml.text == tensorflow.text == "0000:3b:00.0"
     assert pci_key("garbage") is None
+    # One grammar for every spelling either former reader took: no domain, any hex width, upper or lower case.
+    assert pci_key("3B:00.0") == pci_key(" 00000000:3b:0.0 ") == pci_key("0000:3b:00.0")
+    assert pci_key(None) is None and pci_key("0000:3b:00") is None
 
 
 def test_grandchildren_die_with_their_parent(tmp_path: Any) -> None:

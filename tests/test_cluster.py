@@ -266,3 +266,29 @@ def test_a_peer_that_answers_but_never_reaches_this_task(
     assert f["subject"] == "worker:1" and f["evidence"]["state"] == "no-inbound"
     assert "never reached this task" in f["evidence"]["error"]
     assert outcome(run, "test_cluster_peers_reachable")["outcome"] == "failed"
+
+
+def test_a_local_task_whose_child_crashed_before_writing_is_a_finding() -> None:
+    """A local:N task whose process died before it wrote anything (here the import error a stale probe target
+    gave every task, as the run printed it) is ``cluster-collective-failed``, never an ok cluster layer: the
+    task was left at its first stage with its port untried, which must not read as "stopped at its own port
+    for a reason named already"."""
+    from gpucheck.cluster.config import read_config
+    from gpucheck.cluster.facts import CONFIG_FIELD, FIELD, ClusterFacts, TaskFacts
+    from gpucheck.cluster.rules import cluster_rules
+    from gpucheck.facts import ProbeOutcome
+    from gpucheck.settings import Settings
+    from tests.test_placement_rules import OK_EXIT, base_facts
+
+    crash = ("    fn = getattr(importlib.import_module(module), function, None)",
+             "ModuleNotFoundError: No module named 'gpucheck.probes.cluster'")
+    tasks = tuple(
+        TaskFacts("worker", i, f"127.0.0.1:{port}", exit_status="crashed", exit_detail=crash)
+        for i, port in enumerate((49375, 58611))
+    )
+    settings = Settings(cluster="local:2")
+    facts = base_facts().with_field(CONFIG_FIELD, read_config("local:2", {}))
+    facts = facts.with_field(FIELD, ProbeOutcome("cluster", OK_EXIT, ClusterFacts("local", tasks, 60.0)))
+    found = cluster_rules(facts, settings)
+    assert [(f.id, f.subject) for f in found] == [("cluster-collective-failed", "worker:0"), ("cluster-collective-failed", "worker:1")]
+    assert "crashed" in found[0].summary and found[0].evidence["output"][-1] == crash[-1]

@@ -352,3 +352,18 @@ def test_probe_children_know_their_siblings() -> None:
     finally:
         sibling.kill()
         sibling.wait()
+
+
+def test_every_probe_target_the_units_name_loads() -> None:
+    """Each child probe, TensorFlow step and the cluster's per-task child names a function a child can load:
+    a target left behind by a move (``gpucheck.probes.cluster`` after the cluster's code went to its
+    package) crashes every local:N task."""
+    from gpucheck.cluster.config import PROBE_TARGET
+    from gpucheck.protocol import load_target
+
+    targets = {PROBE_TARGET}
+    for unit in registry.UNITS:
+        targets |= {p.target for p in (*unit.probes, *unit.after)} | {s.target for s in unit.tf_steps}
+    assert len(targets) >= 10
+    for target in sorted(targets):
+        assert callable(load_target(target)), target

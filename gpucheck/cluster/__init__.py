@@ -12,6 +12,7 @@ from gpucheck.cluster.config import (
     CLUSTER_ENVIRONMENT_KEYS,
     CLUSTER_SPEC_ENV,
     CLUSTER_WAIT_ENV,
+    PROBE_TARGET,
     read_config,
 )
 from gpucheck.cluster.facts import CONFIG_FIELD, FIELD, ClusterConfigFacts, ClusterFacts
@@ -52,7 +53,7 @@ def _read(settings: Settings, environment: Mapping[str, str | None]) -> ClusterC
 CLUSTER_PROBE = ChildProbe(
     "cluster",
     "cluster",
-    "gpucheck.cluster.probe:probe_cluster",
+    PROBE_TARGET,
     ClusterFacts,
     FIELD,
     (("TF_CPP_MIN_LOG_LEVEL", "0"), ("CUDA_VISIBLE_DEVICES", "")),

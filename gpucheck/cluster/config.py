@@ -37,6 +37,9 @@ from gpucheck.settings import LOCAL_CLUSTER
 #: The cluster child's --gpucheck-cluster value and its wait for the peers (--gpucheck-cluster-timeout).
 CLUSTER_SPEC_ENV = "GPUCHECK_CLUSTER_SPEC"
 CLUSTER_WAIT_ENV = "GPUCHECK_CLUSTER_WAIT"
+
+#: The cluster child's probe (the unit's ChildProbe, and each local:N task's own child).
+PROBE_TARGET = "gpucheck.cluster.probe:probe_cluster"
 #: "0": the cluster child reaches the peers and stops there (--gpucheck-framework=none: no TensorFlow).
 CLUSTER_COLLECTIVE_ENV = "GPUCHECK_CLUSTER_COLLECTIVE"
 

@@ -43,6 +43,7 @@ from gpucheck.cluster.config import (
     CLUSTER_SPEC_ENV,
     CLUSTER_WAIT_ENV,
     MWMS,
+    PROBE_TARGET,
     PSS,
     own_address,
     read_config,
@@ -73,7 +74,6 @@ BANDWIDTH_ROUNDS = 5
 SERVE_MARGIN_S = 3.0
 #: What a local:N task gets beyond the wait: TensorFlow's import and set-up.
 LOCAL_MARGIN_S = 20.0
-PROBE_TARGET = "gpucheck.probes.cluster:probe_cluster"
 
 
 def probe_cluster() -> Iterator[Checkpoint]:

@@ -26,7 +26,7 @@ from gpucheck.model import Finding, Severity, finding, verdict
 from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
 from gpucheck.probes.visibility import probe_visibility
 from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
-from gpucheck.rules.nvml import gpu_subjects
+from gpucheck.rules.nvml import gpu_ids, gpu_subjects
 from gpucheck.settings import Settings
 from gpucheck.unit import ChildProbe, PreStart
 
@@ -155,6 +155,20 @@ class Diagnosis:
                     self.runner.kill_all()
                     raise
             return self._result
+
+    def gpus(self) -> tuple[str, ...]:
+        """The GPUs the per-GPU checks are about (``Result.gpus``), as soon as the NVML probe has answered:
+        collection needs them, and the rest of the diagnosis goes on meanwhile."""
+        if self._result is not None:
+            return self._result.gpus
+        pending = self._pending.get(registry.NVML_PROBE.field)
+        if pending is None:
+            return ()
+        try:
+            return gpu_ids(pending.outcome().facts)
+        except BaseException:
+            self.runner.kill_all()
+            raise
 
     def abandon(self) -> Result:
         """Stop every probe and return what is known: used when the run ends before the verdict."""

@@ -427,7 +427,7 @@ class LibrariesFacts:
         return next((lib for lib in self.libraries if lib.key == key), None)
 
 
-# --- placement, numerics, memory configuration, XLA (issue 5; child processes) --------
+# --- placement, numerics, memory configuration, XLA (child processes) --------
 
 
 @dataclass(frozen=True)

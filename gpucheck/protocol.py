@@ -72,8 +72,8 @@ def stage(name: str) -> None:
     sys.stderr.flush()
 
 
-#: Probe targets a child may run: ``module:function`` in gpucheck's probes (the registry, gpucheck.layers,
-#: names them). Nothing else is imported on a parent's word.
+#: Probe targets a child may run: ``module:function`` in gpucheck's probes (the units of
+#: ``gpucheck.registry`` name them). Nothing else is imported on a parent's word.
 _TARGET = re.compile(r"^gpucheck\.(?:probes\.[a-z][a-z0-9_]*|[a-z][a-z0-9_]*\.probe):[a-z][a-z0-9_]*$")
 
 
@@ -90,7 +90,7 @@ def load_target(target: str) -> Callable[..., Any] | None:
 DEEP_ENV = "GPUCHECK_DEEP"
 
 #: The steps the TensorFlow child runs after its framework facts, in order, each as ``key=module:function``
-#: (comma-separated): the layers that need TensorFlow register them (gpucheck.layers, ``Layer.tf_steps``).
+#: (comma-separated): the layers that need TensorFlow register them (``gpucheck.registry.tf_steps``).
 TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
 
 

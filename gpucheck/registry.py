@@ -24,6 +24,8 @@ UNITS: tuple[Unit, ...] = (*stack.UNITS, performance.UNIT, cluster.UNIT)
 
 #: The one TensorFlow process on the critical path (the framework facts, then every registered step).
 TENSORFLOW_PROBE = stack.TENSORFLOW_PROBE
+#: The NVML reading, whose GPU list the per-GPU checks are parametrized by at collection.
+NVML_PROBE = stack.NVML_PROBE
 
 
 def tf_steps(settings: Settings) -> tuple[TfStep, ...]:

@@ -9,7 +9,7 @@ from typing import Any
 from gpucheck import registry
 from gpucheck.blocking import independent_of
 from gpucheck.diagnosis import Result, environment
-from gpucheck.facts import Facts
+from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding
 from gpucheck.reportfile import write_report
 from gpucheck.rules.devicemap import device_map_lines
@@ -70,7 +70,7 @@ def header_lines(result: Result) -> list[str]:
         parts.append(f"CUDA driver API {cf.driver_version // 1000}.{cf.driver_version % 1000 // 10}")
     elif cf is not None and not cf.library.loaded:
         parts.append("libcuda.so.1: not found")
-    tf = facts.framework.facts if facts.framework is not None else None
+    tf = facts_of(facts.framework)
     if facts.framework is None:
         parts.append("TensorFlow: not diagnosed (--gpucheck-framework=none)")
     elif tf is not None and tf.importable:
@@ -200,13 +200,13 @@ def machine_info(result: Result) -> dict[str, Any]:
     info["driver"] = facts.kernel.module_version or (nf.driver_version if nf is not None else None)
     api = cf.driver_version if cf is not None and cf.driver_version else (nf.cuda_driver_version if nf else None)
     info["cuda_driver"] = f"{api // 1000}.{api % 1000 // 10}" if api else None
-    tf = facts.framework.facts if facts.framework is not None else None
+    tf = facts_of(facts.framework)
     if tf is not None and tf.importable:
         info["tensorflow"] = tf.version
         if tf.is_cuda_build:
             info["cuda_build"] = _text(tf.build_info.get("cuda_version"))
             info["cudnn_build"] = _text(tf.build_info.get("cudnn_version"))
-    lf = facts.libraries.facts if facts.libraries is not None else None
+    lf = facts_of(facts.libraries)
     loaded = {lib.key: lib.version for lib in (lf.libraries if lf is not None else ()) if lib.loaded}
     info["cuda_loaded"] = loaded.get("cudart")
     info["cudnn_loaded"] = loaded.get("cudnn")

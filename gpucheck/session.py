@@ -58,6 +58,8 @@ class GpucheckSession:
         self.diagnosis: Diagnosis | None = None
         self._result: Result | None = None
         self._check_ids: set[str] = set()
+        #: Whether collection ran to its end (pytest_collection_modifyitems is not called when interrupted).
+        self._collected = False
         self._outcomes: dict[str, dict[str, Any]] = {}
         self._written = False
         #: Why the report could not be written at the end, if it could not.
@@ -97,6 +99,13 @@ class GpucheckSession:
             self._result = self.diagnosis.result()
         return self._result
 
+    def gpus(self) -> tuple[str, ...]:
+        """The GPUs the per-GPU checks are about: NVML's answer, without waiting for the whole diagnosis."""
+        if self._result is not None:
+            return self._result.gpus
+        assert self.diagnosis is not None
+        return self.diagnosis.gpus()
+
     def measure(self, env: dict[str, str], timeout: float) -> Result:
         """Run the probes that come after the diagnosis (a unit's plugin asks, with what they need)."""
         assert self.diagnosis is not None
@@ -125,6 +134,7 @@ class GpucheckSession:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         files = check_files(self.settings)
         self._check_ids = {item.nodeid for item in items if item.path in files}
+        self._collected = True
 
     # --- each check: its question decided before it runs -----------------------------------------
 
@@ -181,7 +191,16 @@ class GpucheckSession:
 
     # --- reporting ----------------------------------------------------------------------
 
-    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+    def pytest_report_collectionfinish(self, config: pytest.Config) -> list[str]:
+        """The diagnosis's two lines, after "collected N items": collection overlaps the probes instead of
+        waiting for them (as it did when they were header lines). Shown when pytest shows its header (not
+        with -q, not with --no-header)."""
+        if config.get_verbosity() < 0 or config.getoption("no_header", False):
+            return []
+        if not self._collected:
+            # Collection did not finish (Ctrl-C, SIGTERM: pytest calls this hook on its way out): waiting for
+            # the probes here would hold up the interrupt until their timeout.
+            return []
         return report.header_lines(self.result())
 
     @pytest.hookimpl(wrapper=True)

@@ -62,7 +62,7 @@ LIBNVML_R470 = FakeLibrary(
     "libnvidia-ml.c",
     ("FAKE_NVML_NO_MEMORY_V2", "FAKE_NVML_NO_PROCESSES_V3", "FAKE_NVML_NO_CLOCKS_EVENT"),
 )
-#: CUDA 12 user-space libraries as the nvidia-*-cu12 wheels ship them (issue 4). A scenario names one
+#: CUDA 12 user-space libraries as the nvidia-*-cu12 wheels ship them. A scenario names one
 #: as "libcudart@12.5.82" to install it as libcudart.so.12.5.82 with the libcudart.so.12 link.
 LIBCUDART = FakeLibrary("libcudart.so.12", "libcudart.c")
 LIBCUDNN = FakeLibrary("libcudnn.so.9", "libcudnn.c")

@@ -367,3 +367,11 @@ def test_every_probe_target_the_units_name_loads() -> None:
     assert len(targets) >= 10
     for target in sorted(targets):
         assert callable(load_target(target)), target
+
+
+
+def test_every_benchmark_kind_has_its_method() -> None:
+    """The benchmark child's table of methods covers every kind the plan can name, and nothing else."""
+    from gpucheck.performance import plan, probe
+
+    assert set(probe.KIND_METHODS) == set(plan.KINDS)

@@ -32,7 +32,7 @@ from gpucheck.model import catalog
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "nvml"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))
 
-#: Every finding id issue 3 asks for (gpu-count-mismatch is --gpucheck-expect-gpus's).
+#: Every finding id of the NVML layers (gpu-count-mismatch is --gpucheck-expect-gpus's).
 ISSUE_FINDINGS = (
     "nvml-missing",
     "driver-library-mismatch",
@@ -141,7 +141,7 @@ def test_scenario(
 
 
 def test_the_table_covers_every_finding_of_the_issue() -> None:
-    """Every finding id of issue 3 is expected from at least one scenario (each of which the run above
+    """Every finding id of the NVML layers is expected from at least one scenario (each of which the run above
     proves), and every healthy scenario (one expecting no finding) proves them all absent."""
     scenarios = {p.stem: load(p)["expect"] for p in SCENARIOS}
     produced = {fid for e in scenarios.values() for fid in e.get("findings", [])}

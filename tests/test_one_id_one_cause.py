@@ -1,4 +1,4 @@
-"""One id, one cause, at one severity (DESIGN.md; issue 12, defects 7 and 8), through the real command
+"""One id, one cause, at one severity (DESIGN.md), through the real command
 line on fake machines: a note about a machine that works has an id of its own, never the id of the
 fault it is not, since fleets count ids.
 

@@ -1,4 +1,4 @@
-"""No Python traceback for any bad value of any option (issue 12, acceptance): every setting of the
+"""No Python traceback for any bad value of any option : every setting of the
 option table (``gpucheck.settings.OPTIONS``), given as the command-line value, the environment variable
 or the ini key, is either accepted or refused with one line that names the option and where the value
 came from (exit code 4).

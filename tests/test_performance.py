@@ -104,6 +104,32 @@ def test_machine_info_for_a_users_own_benchmark(pytester: pytest.Pytester) -> No
     assert data["machine_info"]["gpucheck"]["gpus"] == [] and data["machine_info"]["gpucheck"]["tensorflow"] is None
 
 
+def test_the_pinned_pytest_benchmark_takes_rounds_measured_elsewhere(pytester: pytest.Pytester) -> None:
+    """The pin on pytest-benchmark's private way in (``gpucheck.performance.plugin``): the installed major is
+    one the pin names, and ``BenchmarkFixture._make_stats(iterations)`` with one ``update`` per round, as
+    ``Measured.record`` uses it, saves those rounds divided by the iterations, as its own timing would."""
+    from importlib.metadata import version
+
+    from gpucheck.performance.plugin import TESTED_PYTEST_BENCHMARK
+
+    assert version("pytest-benchmark").split(".")[0] in TESTED_PYTEST_BENCHMARK
+    pytester.makepyfile(
+        test_fed="""
+        def test_fed(benchmark):
+            stats = benchmark._make_stats(4)
+            for seconds in (0.4, 0.8, 1.2):
+                stats.update(seconds)
+            benchmark._mode = "fed"
+        """
+    )
+    out = pytester.path / "b.json"
+    result = pytester.runpytest_subprocess(f"--benchmark-json={out}", "-p", "no:gpucheck", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    stats = json.loads(out.read_text())["benchmarks"][0]["stats"]
+    assert (stats["rounds"], stats["iterations"]) == (3, 4)
+    assert (stats["min"], stats["median"], stats["max"]) == pytest.approx((0.1, 0.2, 0.3))
+
+
 def test_the_default_run_has_no_benchmark(run_gpucheck: Callable[..., GpucheckRun]) -> None:
     run = run_gpucheck("--gpucheck-framework=none")
     assert "checks_performance" not in run.result.stdout.str()

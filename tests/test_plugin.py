@@ -183,21 +183,38 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+#: A user's test module that is still being imported when the interrupt comes (collection overlaps the probes).
+SLOW_TO_COLLECT = """
+import pathlib, time
+pathlib.Path("collecting").write_text("")
+time.sleep(100)
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "collecting"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["ctrl-c", "sigterm", "ctrl-c-while-collecting"],
+)
 def test_interrupt_writes_report_and_kills_probes(
-    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path], signum: signal.Signals
+    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path], signum: signal.Signals, collecting: bool
 ) -> None:
-    """Ctrl-C, or the SIGTERM with which CI cancels a job, while cuInit hangs: the report is still written
-    (atomically, ``complete: false``), no probe child survives, and the probes gpucheck killed are recorded
-    as cancelled, not as crashes (nor as finished)."""
+    """Ctrl-C, or the SIGTERM with which CI cancels a job, while cuInit hangs (while pytest still collects a
+    user's module, too: pytest reports the end of collection on its way out, which must not wait for the
+    probes): the report is still written (atomically, ``complete: false``), no probe child survives, and the
+    probes gpucheck killed are recorded as cancelled, not as crashes (nor as finished)."""
     scenario = json.loads((Path(__file__).parent / "scenarios/stack/cuinit-hangs.json").read_text())
     machine = fake_machine(scenario)
     report = tmp_path / "out" / "report.json"
+    paths = []
+    if collecting:
+        (tmp_path / "test_slow_to_collect.py").write_text(SLOW_TO_COLLECT)
+        paths = ["test_slow_to_collect.py"]
     # faulthandler on: should pytest not end, SIGABRT makes it print where each of its threads is.
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-timeout=120", f"--gpucheck-json={report}",
-         "-p", "no:cacheprovider"],
+         "-p", "no:cacheprovider", *paths],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         # A shell starts background jobs with SIGINT ignored and that is inherited: this test's own run may be
         # one (`pytest tests &`). The pytest under test gets the default, as a terminal's Ctrl-C finds it.
@@ -206,7 +223,10 @@ def test_interrupt_writes_report_and_kills_probes(
     marker = str(machine / "scenario.cfg")
     deadline = time.monotonic() + 60
     # Wait until the probe children are running, then interrupt.
-    while time.monotonic() < deadline and len(_processes_with_env("GPUCHECK_FAKE_SCENARIO", marker)) < 3:
+    while time.monotonic() < deadline and (
+        len(_processes_with_env("GPUCHECK_FAKE_SCENARIO", marker)) < 3
+        or (collecting and not (tmp_path / "collecting").exists())
+    ):
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signum)

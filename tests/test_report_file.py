@@ -1,4 +1,4 @@
-"""The report file (issue 12): written where the user points, never replacing what is there by something
+"""The report file: written where the user points, never replacing what is there by something
 else, checked at start, following the published schema.
 
 Defect 1: ``--gpucheck-json PATH`` renamed a temporary file over PATH, so a character device, a FIFO or a

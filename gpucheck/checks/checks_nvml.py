@@ -19,7 +19,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "gpu" not in metafunc.fixturenames:
         return
     session = current(metafunc.config)
-    ids = list(session.result().gpus) if session is not None else []
+    ids = list(session.gpus()) if session is not None else []
     if ids:
         metafunc.parametrize("gpu", ids, ids=ids)
 

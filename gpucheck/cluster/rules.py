@@ -13,7 +13,7 @@ from typing import Any
 from gpucheck.cluster.facts import ClusterConfigFacts, ClusterFacts, ConfigProblem, PeerReach, TaskFacts
 from gpucheck.cluster.facts import config as config_of
 from gpucheck.cluster.facts import outcome as outcome_of
-from gpucheck.facts import Facts
+from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.settings import Settings
 
@@ -73,7 +73,7 @@ def cluster_rules(facts: Facts, settings: Settings) -> list[Finding]:
 
 
 def _tensorflow_broken(facts: Facts) -> bool:
-    tf = facts.framework.facts if facts.framework is not None else None
+    tf = facts_of(facts.framework)
     return facts.framework is not None and (tf is None or not tf.importable)
 
 

@@ -1,5 +1,5 @@
 """The performance layer (``--gpucheck-benchmarks``): how well TensorFlow uses each device, as
-pytest-benchmark benchmarks. One item per benchmark of the plan (``gpucheck.probes.benchplan``), named
+pytest-benchmark benchmarks. One item per benchmark of the plan (``gpucheck.performance.plan``), named
 after its device and what varies (``test_matmul[GPU:0-bfloat16]``, ``test_scaling[towers-CPU-x2]``).
 
 The timed work runs in a TensorFlow process of its own after the diagnosis (``plugin.BenchmarkPlugin``); each item

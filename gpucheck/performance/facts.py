@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from gpucheck.facts import Facts, ProbeOutcome
+from gpucheck.facts import Facts, ProbeOutcome, facts_of
 
 #: The facts field of the benchmark process's outcome.
 FIELD = "performance"
@@ -13,7 +13,7 @@ FIELD = "performance"
 
 @dataclass(frozen=True)
 class BenchmarkRun:
-    """One benchmark of the plan (``gpucheck.probes.benchplan.Spec``) as the benchmark child measured it."""
+    """One benchmark of the plan (``gpucheck.performance.plan.Spec``) as the benchmark child measured it."""
 
     #: The pytest item's name (``test_matmul[GPU:0-bfloat16]``), its kind and parameter id.
     name: str
@@ -55,4 +55,4 @@ def outcome(facts: Facts) -> ProbeOutcome[PerformanceFacts] | None:
 def performance(facts: Facts) -> PerformanceFacts | None:
     """What the benchmark process measured, or None (not run, or it died before it said)."""
     found = outcome(facts)
-    return found.facts if found is not None else None
+    return facts_of(found)

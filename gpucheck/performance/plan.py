@@ -1,6 +1,6 @@
 """What the performance layer measures on a machine: one :class:`Spec` per benchmark, a pure function of
 the devices TensorFlow lists. The parent names its pytest items after it (``test_matmul[GPU:0-bfloat16]``)
-and hands it to the benchmark child (``gpucheck.probes.performance``), which measures each one.
+and hands it to the benchmark child (``gpucheck.performance.probe``), which measures each one.
 
 Standard library only: the parent imports it without TensorFlow.
 """
@@ -19,7 +19,7 @@ BENCH_PLAN_ENV = "GPUCHECK_BENCH_PLAN"
 #: reported, their scaling is never judged.
 LOGICAL_CPUS = 4
 
-#: The benchmark kinds, in the order they run (the test functions of ``checks/checks_performance.py``).
+#: The benchmark kinds, in the order they run (the test functions of ``performance/checks_performance.py``).
 REDUCTIONS = (None, "nccl", "hierarchical-copy", "one-device")
 #: What a split or fallback matpow is compared with: matpow on the first GPU, else on the CPU.
 MATPOW_REFERENCES = ("test_matpow[GPU:0]", "test_matpow[CPU:0]")

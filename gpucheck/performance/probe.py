@@ -2,7 +2,7 @@
 
 Started by the parent after the diagnosis of the layers below has ended (``Diagnosis.measure``), so no
 other probe of ours competes for the CPU or the GPUs while it times. It splits the CPU into
-:data:`~gpucheck.probes.benchplan.LOGICAL_CPUS` logical devices before TensorFlow initialises (the
+:data:`~gpucheck.performance.plan.LOGICAL_CPUS` logical devices before TensorFlow initialises (the
 multi-device code paths run on them where there is no second GPU), then measures each benchmark of the
 plan the parent handed down (``GPUCHECK_BENCH_PLAN``) and writes its facts at once
 (:class:`~gpucheck.protocol.Checkpoint`): a benchmark that hangs ends the child at its budget, and what
@@ -188,11 +188,11 @@ class _Bench:
 
     def run(self, spec: Spec) -> BenchmarkRun:
         base = BenchmarkRun(spec.name, spec.kind, spec.param, spec.devices, spec.physical)
-        method = getattr(self, f"_{spec.kind}", None)
+        method = KIND_METHODS.get(spec.kind)
         try:
             if method is None:
                 raise LookupError(f"no benchmark of the kind {spec.kind!r}")
-            iterations, rounds, extra = method(spec)
+            iterations, rounds, extra = method(self, spec)
         except Exception as exc:  # noqa: BLE001 - a fact of this benchmark; the next one runs
             text = " ".join(str(exc).split())
             return BenchmarkRun(**{**base.__dict__, "error": f"{type(exc).__name__}: {text[:2000]}"})
@@ -669,3 +669,16 @@ class _Bench:
                 "logical_devices": not spec.physical,
             },
         )
+
+
+#: The method that measures each kind of benchmark the plan names (``gpucheck.performance.plan.KINDS``).
+KIND_METHODS: dict[str, Callable[[_Bench, Spec], tuple[int, list[float], dict[str, Any]]]] = {
+    "matmul": _Bench._matmul,
+    "matpow": _Bench._matpow,
+    "matpow_fallback": _Bench._matpow_fallback,
+    "copy": _Bench._copy,
+    "conv": _Bench._conv,
+    "launch": _Bench._launch,
+    "allreduce": _Bench._allreduce,
+    "scaling": _Bench._scaling,
+}

@@ -1,4 +1,4 @@
-"""Rules of the performance layer: figures the benchmarks measured (``gpucheck.probes.performance``)
+"""Rules of the performance layer: figures the benchmarks measured (``gpucheck.performance.probe``)
 against what the GPU model can do (``data/gpu_performance.json``), and multi-GPU scaling.
 
 - ``gpu-underperforming``: a GPU's matmul TFLOP/s for a dtype or its device-memory copy bandwidth (against
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck.facts import Facts
+from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.performance import expected
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts, outcome, performance
@@ -79,7 +79,7 @@ def gpu_name(facts: Facts, tf_index: int) -> str | None:
     for row in devicemap.device_map(facts):
         if row.tensorflow == f"GPU:{tf_index}" and row.name:
             return row.name
-    tf = facts.framework.facts if facts.framework is not None else None
+    tf = facts_of(facts.framework)
     if tf is not None and tf_index < len(tf.gpus):
         name = tf.gpus[tf_index].details.get("device_name")
         return str(name) if name else None

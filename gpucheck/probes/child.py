@@ -1,6 +1,6 @@
 """Entry point of a probe child process: ``python -m gpucheck.probes.child MODULE:FUNCTION OUT``.
 
-The child runs one probe (a function the registry in ``gpucheck.layers`` names), writes its facts as JSON to OUT (atomically) and
+The child runs one probe (a function a unit of ``gpucheck.registry`` names), writes its facts as JSON to OUT (atomically) and
 leaves with ``os._exit`` so that no library's exit-time crash can turn a
 finished probe into a failed one. Before each step that can hang or crash it
 announces the step on stderr (``STAGE_PREFIX`` lines), so the parent can name

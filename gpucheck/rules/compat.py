@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import CudaDevice, Facts
+from gpucheck.facts import CudaDevice, Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import library_version
 from gpucheck.settings import Settings
@@ -28,10 +28,10 @@ def framework_build(facts: Facts) -> Build | None:
     """The CUDA build of TensorFlow: from the libraries probe (build_info.py read as data), else from
     the TensorFlow probe (tf.sysconfig.get_build_info()). None for a CPU build or an unknown one."""
     candidates: list[tuple[str | None, dict[str, Any], str]] = []
-    lib = facts.libraries.facts if facts.libraries is not None else None
+    lib = facts_of(facts.libraries)
     if lib is not None and lib.build_info:
         candidates.append((lib.framework_version, lib.build_info, lib.build_info_source or "build_info.py"))
-    tf = facts.framework.facts if facts.framework is not None else None
+    tf = facts_of(facts.framework)
     if tf is not None and tf.build_info:
         candidates.append((tf.version, tf.build_info, "tf.sysconfig.get_build_info()"))
     for version, info, source in candidates:
@@ -58,7 +58,7 @@ def driver_version_text(facts: Facts) -> str | None:
 
 
 def _runtime_version(facts: Facts) -> str | None:
-    lib = facts.libraries.facts if facts.libraries is not None else None
+    lib = facts_of(facts.libraries)
     cudart = lib.library("cudart") if lib is not None else None
     return cudart.version if cudart is not None and cudart.loaded else None
 

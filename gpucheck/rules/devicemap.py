@@ -40,7 +40,7 @@ def _tf_names(facts: Facts, cuda_rows: list[tuple[int, BusId | None, Any]]) -> d
     """CUDA ordinal -> TensorFlow's GPU:N. TensorFlow's own word first: its "Created device ... GPU:N ...
     pci bus id: X" lines (the TensorFlow child's set-up), joined to the CUDA devices on the bus id. Else, when
     TensorFlow did not create its devices, from the order: its count must match the devices its build covers."""
-    tf = facts.framework.facts if facts.framework is not None else None
+    tf = facts_of(facts.framework)
     if tf is None or not tf.gpus:
         return {}
     setup = facts_of(facts.tf_setup)

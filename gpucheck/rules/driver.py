@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import CudaCall, Facts
+from gpucheck.facts import CudaCall, Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import CUDA_NO_DEVICE, gpus_on_bus, library_version, probe_failure
 from gpucheck.settings import Settings
@@ -354,8 +354,8 @@ def _tensorflow_blind_without_nvml(facts: Facts) -> str | None:
     """The TensorFlow version, when NVML explains why this TensorFlow lists no GPU: a CUDA build of 2.21
     or later, whose device listing raised nothing, on a driver whose cuInit succeeded, which counts
     devices and is of the build's CUDA major or newer, with every library TensorFlow dlopens loading."""
-    cuda = facts.cuda.facts if facts.cuda is not None else None
-    fw = facts.framework.facts if facts.framework is not None else None
+    cuda = facts_of(facts.cuda)
+    fw = facts_of(facts.framework)
     if cuda is None or fw is None or not fw.importable or not fw.is_cuda_build or fw.gpus or fw.list_devices_error:
         return None
     version = knowledge.parse_version(fw.version)
@@ -367,7 +367,7 @@ def _tensorflow_blind_without_nvml(facts: Facts) -> str | None:
     if build_cuda is None or cuda.driver_version is None or cuda.driver_version // 1000 < build_cuda[0]:
         return None
     # Only when nothing else explains it: every library TensorFlow dlopens before it registers a GPU loads.
-    libs = facts.libraries.facts if facts.libraries is not None else None
+    libs = facts_of(facts.libraries)
     if libs is None or any(lib.required and not lib.loaded for lib in libs.libraries):
         return None
     return fw.version

@@ -80,7 +80,10 @@ def label(gpu: NvmlGpu) -> str:
 
 def answered(facts: Facts) -> NvmlFacts | None:
     """NVML's facts when it loaded and initialised, else None (the driver rules speak then)."""
-    nf = facts.nvml.facts
+    return _answered(facts.nvml.facts)
+
+
+def _answered(nf: NvmlFacts | None) -> NvmlFacts | None:
     if nf is None or nf.init is None or nf.init.code != 0:
         return None
     return nf
@@ -106,8 +109,13 @@ def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
 
 def gpu_subjects(facts: Facts) -> tuple[str, ...]:
     """The GPUs NVML lists, as findings name them ("GPU-0"): the subjects of the per-GPU checks."""
-    nf = answered(facts)
-    return tuple(g.id for g in nf.gpus) if nf is not None else ()
+    return gpu_ids(facts.nvml.facts)
+
+
+def gpu_ids(nf: NvmlFacts | None) -> tuple[str, ...]:
+    """:func:`gpu_subjects` from NVML's facts alone (collection asks before the rest of the diagnosis ends)."""
+    found = _answered(nf)
+    return tuple(g.id for g in found.gpus) if found is not None else ()
 
 
 def lost(gpu: NvmlGpu) -> bool:

@@ -121,7 +121,7 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
     """The placement step runs in the framework probe's child after that probe wrote its facts: the child
     ending "ok" (its framework facts are there) with a signal or an error code means the step died. A
     child that hung or died earlier is the framework rules' finding (framework-hung, framework-crashed)."""
-    fw = facts.framework.facts if facts.framework is not None else None
+    fw = facts_of(facts.framework)
     died = exit_.signal is not None or (exit_.returncode is not None and exit_.returncode != 0)
     # A child killed at the parent's timeout after its framework facts: a step that did not finish, as when
     # its own watchdog ends it (DEADLINE_EXIT).

@@ -215,8 +215,11 @@ THROTTLED_ON_X4 = {
 
 
 #: GEMMs of float32 (and TF32, TensorFlow's default for float32) slow enough that one GPU's training step of
-#: the scaling benchmark is the GPUs' work (about 12 ms of GEMMs), and the GPUs' GEMMs run one at a time.
-TIME_SLICED = {"tflops.float32": 0.05, "tflops.tf32": 0.05, "serial": 1}
+#: the scaling benchmark is the GPUs' work (about 60 ms of GEMMs), and the GPUs' GEMMs run one at a time. The
+#: step's own overhead is CPU work that grows with the machine's load (x1 = G + O, x2 = 2G + O): at 12 ms of
+#: GEMMs a loaded 2-core machine measured 63% efficiency, above the 60% the rule asks for; at 60 ms an
+#: overhead of 30 ms still gives 60%.
+TIME_SLICED = {"tflops.float32": 0.01, "tflops.tf32": 0.01, "serial": 1}
 
 
 def test_underperforming_gpus_and_poor_scaling_through_the_full_path(

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gpucheck.session import GpucheckSession
 
 #: The pytest-benchmark majors whose private ``BenchmarkFixture._make_stats`` this was tested with: times
-#: measured in another process have no public way in (tests/test_benchmarks.py holds the pin).
+#: measured in another process have no public way in (tests/test_performance.py holds the pin).
 TESTED_PYTEST_BENCHMARK = ("4", "5")
 
 

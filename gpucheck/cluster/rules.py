@@ -194,9 +194,9 @@ def _collectives(cf: ClusterFacts, status: str, tail: list[str], settings: Setti
         ended = t.exit_status or status
         run = t.collective
         if (t.stage == "done" and (run is None or run.correct)) or (
-            t.stage in ("config", "own port") and t.own_port != "free" and ended == "ok"
+            t.stage in ("config", "own port") and t.own_port in ("taken", "bad-address")
         ):
-            continue  # done, or stopped at its own port for a reason named already (a crash is named here)
+            continue  # done, or stopped at its own port for a reason _own_ports names (a crash is named here)
         evidence: dict[str, Any] = {
             "task": _name(t),
             "stage": t.stage,

@@ -21,7 +21,7 @@ from typing import Any
 
 from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.performance import expected
+from gpucheck.performance.expected import expected_for, pcie_gbps
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts, outcome, performance
 from gpucheck.rules import devicemap, nvml
 from gpucheck.settings import Settings
@@ -92,7 +92,7 @@ def expectation(facts: Facts, run: BenchmarkRun) -> Expectation | None:
     index = tf_gpu_index(run.devices, run.physical)
     if index is None or run.error is not None:
         return None
-    exp = expected.expected_for(gpu_name(facts, index))
+    exp = expected_for(gpu_name(facts, index))
     if exp is None:
         return None
     info = run.extra_info
@@ -108,7 +108,7 @@ def expectation(facts: Facts, run: BenchmarkRun) -> Expectation | None:
             exp.sources,
         )
     direction = info.get("direction")
-    link = expected.pcie_gbps(exp.pcie_generation, exp.pcie_width)
+    link = pcie_gbps(exp.pcie_generation, exp.pcie_width)
     if (
         run.kind == "copy"
         and direction in ("h2d-pinned", "h2d-pageable", "d2h")

@@ -73,10 +73,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read(path: str) -> list[str]:
-    if path == "-":
-        return sys.stdin.read().splitlines()
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read().splitlines()
+    from gpucheck.inputfile import read_text
+
+    return read_text(path).splitlines()
 
 
 def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
@@ -172,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "explain":
+        from gpucheck.inputfile import Unreadable
+
         try:
             lines = _read(args.file)
-        except OSError as exc:
-            parser.error(f"cannot read {args.file}: {exc.strerror or exc}")
+        except Unreadable as exc:
+            return _error("gpucheck explain", str(exc), 2)
         return run_explain(lines, args.json, sys.stdout)
     if args.command == "compare":
         return run_compare(args)

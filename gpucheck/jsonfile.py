@@ -8,29 +8,47 @@ import json
 import math
 from typing import Any
 
+from gpucheck.inputfile import MiB, Unreadable, read_text
 
-class Unreadable(ValueError):
-    """The file cannot be read as JSON; the message is the sentence that says why."""
+LIMIT_BYTES = 512 * MiB  # a 268-benchmark file with every round saved is 30 MiB
+
+__all__ = ["Unreadable", "as_list", "dig", "number", "read_json"]
+
+
+MAX_INT_DIGITS = 40  # no figure of a report or a benchmark file has more; 4,300 already costs seconds
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _TooLong(len(text))
+    return int(text)
+
+
+class _TooLong(ValueError):
+    pass
 
 
 def read_json(path: str, what: str) -> Any:
-    """The JSON of ``path`` (a UTF-8 byte-order mark allowed); ``what`` names what it should be, for the
-    sentence ("pytest-benchmark's JSON", "a gpucheck report")."""
+    """The JSON of ``path`` (read as :func:`gpucheck.inputfile.read_text` reads: bounded, any encoding, gzip);
+    ``what`` names what it should be, for the sentence ("pytest-benchmark's JSON", "a gpucheck report")."""
     try:
-        with open(path, encoding="utf-8-sig") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise Unreadable(f"{path} is not a file") from None
-    except IsADirectoryError:
-        raise Unreadable(f"{path} is a folder, not {what}") from None
-    except UnicodeDecodeError:
-        raise Unreadable(f"{path} is not JSON (it is not even UTF-8 text)") from None
+        text = read_text(path, limit=LIMIT_BYTES)
+    except Unreadable as exc:
+        if "is a folder" in str(exc):
+            raise Unreadable(f"{path} is a folder, not {what}") from None
+        raise
+    if not text.strip():
+        raise Unreadable(f"{path} is empty, not {what}")
+    try:
+        return json.loads(text, parse_int=_int)
+    except _TooLong as exc:
+        raise Unreadable(f"{path} is not {what} (a number of {exc.args[0]} digits)") from None
     except json.JSONDecodeError as exc:
         raise Unreadable(f"{path} is not JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:
         raise Unreadable(f"{path} is not {what} (nested too deep to read)") from None
-    except OSError as exc:
-        raise Unreadable(f"{path} cannot be read ({exc.strerror or exc})") from None
+    except (ValueError, MemoryError) as exc:
+        raise Unreadable(f"{path} is not {what} ({type(exc).__name__}: {exc})") from None
 
 
 def dig(data: Any, *path: str) -> Any:

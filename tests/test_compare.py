@@ -214,7 +214,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
         "threshold": ([good, good, "--threshold", "fast"], "--threshold fast"),
         "nan median": ([tmp_path / "nan.json", good], "has no name or stats"),
         "zero time": ([tmp_path / "zero.json", good], "has a median time of 0.0, not a positive number"),
-        "huge number": ([tmp_path / "huge.json", good], "has no name or stats"),
+        "huge number": ([tmp_path / "huge.json", good], "(a number of 401 digits)"),
         "a benchmark twice": ([tmp_path / "twice.json", good], "has the benchmark test_x.py::test_b0 twice"),
         "plot onto a folder": ([good, good, "--plot", tmp_path / "taken.png"], "it is a folder"),
         "usage": ([good, "--json", "--markdown"], "(see gpucheck compare --help)"),

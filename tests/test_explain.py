@@ -171,4 +171,4 @@ def test_cli_reads_stdin() -> None:
 
 def test_cli_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     proc = subprocess.run([str(GPUCHECK), "explain", str(tmp_path / "nope.log")], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and "cannot read" in proc.stderr
+    assert proc.returncode == 2 and "nope.log is not a file" in proc.stderr

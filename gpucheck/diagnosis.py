@@ -23,7 +23,7 @@ from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
 from gpucheck.isolation import ChildRunner
 from gpucheck.layers import checked
 from gpucheck.model import Finding, Severity, finding, verdict
-from gpucheck.probes.host import probe_environment, probe_hardware, probe_kernel
+from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_environment, probe_hardware_within, probe_kernel_within
 from gpucheck.probes.visibility import probe_visibility
 from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
 from gpucheck.rules.nvml import gpu_ids, gpu_subjects
@@ -110,7 +110,8 @@ class Diagnosis:
         self._lock = threading.Lock()
         self._result: Result | None = None
         # In-process and quick: what decides which children are worth starting.
-        self._hardware = probe_hardware()
+        self._host_timeout = min(HOST_READ_TIMEOUT_S, settings.timeout)
+        self._hardware = probe_hardware_within(self._host_timeout)
         self._environment = probe_environment(registry.environment_keys())
         pre = PreStart(len(self._hardware.nvidia_gpus), self._environment, settings)
         self._probes: list[ChildProbe] = []
@@ -216,7 +217,7 @@ class Diagnosis:
 
     def _evaluate(self) -> Result:
         hardware = self._hardware
-        kernel = probe_kernel(len(hardware.nvidia_gpus))
+        kernel = probe_kernel_within(len(hardware.nvidia_gpus), self._host_timeout)
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
         outcomes = {name: pending.outcome() for name, pending in self._pending.items()}
         units: dict[str, Any] = dict.fromkeys(registry.unit_fields())

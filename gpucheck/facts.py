@@ -44,6 +44,8 @@ class HardwareFacts:
     nvidia_devices: tuple[PciDevice, ...]
     #: NVIDIA functions that are GPUs (class 0x03xxxx: display / 3D controllers).
     nvidia_gpus: tuple[PciDevice, ...]
+    #: The reads of sysfs did not finish within their time limit (``error`` says which limit).
+    unanswered: bool = False
 
 
 # --- kernel ---------------------------------------------------------------------------
@@ -72,6 +74,8 @@ class KernelFacts:
     module_in_sysfs: bool
     #: Other drivers that can claim an NVIDIA GPU and are loaded (nouveau, vfio_pci).
     competing_modules: tuple[str, ...]
+    #: The reads of procfs and /dev did not finish within their time limit (``version_error`` says which).
+    unanswered: bool = False
 
 
 # --- visibility -----------------------------------------------------------------------

@@ -10,9 +10,10 @@ from gpucheck.blocking import asks
 from gpucheck.session import Answer
 
 
-@asks("hardware", ("diagnosis-incomplete",))
+@asks("hardware", ("diagnosis-incomplete", "host-read-hung"))
 def test_diagnosis_completed(gpucheck_answer: Answer) -> None:
-    """Did every probe report (no interrupt, no probe that could not start)?"""
+    """Did every probe report (no interrupt, no probe that could not start, no read of the host's files that
+    never returned)?"""
     gpucheck_answer.check()
 
 

@@ -2,17 +2,29 @@
 
 Every path is read below one root (``/`` normally; ``GPUCHECK_HOST_ROOT`` points
 it at a copy of a host's files for tests, or at a chroot to inspect). Reading
-never raises: an unreadable file is recorded with its error.
+never raises: an unreadable file is recorded with its error. Reading never blocks
+on what is not a regular file (a FIFO, a device): such a file is an error, not a
+wait; and the diagnosis bounds these reads in time as a whole (a wedged driver can
+make even ``/proc/driver/nvidia`` block), see ``gpucheck.diagnosis``.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import TypeVar
 
 from gpucheck.facts import DeviceNode, HardwareFacts, KernelFacts, PciDevice
+
+#: How long the in-process reads of sysfs, procfs and /dev may take (milliseconds on a sound machine).
+HOST_READ_TIMEOUT_S = 10.0
 
 NVIDIA_VENDOR = "0x10de"
 #: PCI base class 0x03: display controller (VGA 0x0300, 3D 0x0302).
@@ -48,9 +60,29 @@ def _under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
+#: More than any sysfs or procfs file this reads holds.
+_MAX_BYTES = 1 << 20
+
+
+def read_host_file(path: Path) -> str:
+    """The text of a regular file (at most 1 MiB); anything else raises OSError at once instead of waiting
+    for a writer (a FIFO) or reading forever (a device)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        os.set_blocking(fd, True)
+        data = os.read(fd, _MAX_BYTES)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
+
+
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
+        return read_host_file(path).strip()
     except OSError:
         return None
 
@@ -109,7 +141,7 @@ def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
     version_file = _under(root, "/proc/driver/nvidia/version")
     version_line = module_version = version_error = None
     try:
-        text = version_file.read_text(encoding="utf-8", errors="replace")
+        text = read_host_file(version_file)
         version_line = text.splitlines()[0].strip() if text.strip() else ""
         m = _MODULE_VERSION.search(text)
         module_version = m.group(1) if m else None
@@ -138,4 +170,60 @@ def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
         nodes=nodes,
         module_in_sysfs=_under(root, "/sys/module/nvidia").is_dir(),
         competing_modules=competing,
+    )
+
+
+T = TypeVar("T")
+
+
+def _within(fn: Callable[[], T], timeout: float) -> T | None:
+    """``fn()``, or None when it has not returned within ``timeout`` seconds. It runs in a daemon thread: a
+    read stuck in the kernel (a wedged driver) cannot be interrupted, but the run goes on without it."""
+    future: Future[T] = Future()
+
+    def target() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            future.set_exception(exc)
+
+    threading.Thread(target=target, name="gpucheck-host-read", daemon=True).start()
+    try:
+        return future.result(timeout)
+    except FutureTimeout:
+        return None
+
+
+def probe_hardware_within(
+    timeout: float, root: Path | None = None, probe: Callable[[Path], HardwareFacts] = probe_hardware
+) -> HardwareFacts:
+    """``probe(root)`` (:func:`probe_hardware`), bounded in time; past ``timeout`` the facts say the bus did
+    not answer."""
+    root = root or host_root()
+    facts = _within(lambda: probe(root), timeout)
+    if facts is not None:
+        return facts
+    source = str(_under(root, "/sys/bus/pci/devices"))
+    return HardwareFacts(source, False, f"reading {source} did not finish within {timeout:g} s", 0, False, (), (), True)
+
+
+def probe_kernel_within(
+    gpu_count: int, timeout: float, root: Path | None = None, probe: Callable[[int, Path], KernelFacts] = probe_kernel
+) -> KernelFacts:
+    """``probe(gpu_count, root)`` (:func:`probe_kernel`), bounded in time; past ``timeout`` the facts say what
+    did not answer."""
+    root = root or host_root()
+    facts = _within(lambda: probe(gpu_count, root), timeout)
+    if facts is not None:
+        return facts
+    version_file = str(_under(root, "/proc/driver/nvidia/version"))
+    return KernelFacts(
+        version_file=version_file,
+        version_line=None,
+        module_version=None,
+        version_error=f"reading {version_file} and the /dev/nvidia* nodes did not finish within {timeout:g} s",
+        nodes=(),
+        module_in_sysfs=False,
+        competing_modules=(),
+        unanswered=True,
     )

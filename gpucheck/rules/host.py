@@ -59,11 +59,43 @@ def _unusable_nodes(nodes: tuple[DeviceNode, ...]) -> list[DeviceNode]:
 
 
 def kernel_rules(facts: Facts, settings: Settings) -> list[Finding]:
-    """The kernel layer's findings, for a GPU on the bus outside WSL: ``driver-not-loaded`` (the nvidia
-    module is not loaded), else ``device-nodes-inaccessible`` (its device nodes are missing or denied)."""
+    """The kernel layer's findings: ``host-read-hung`` (reading sysfs, procfs or /dev did not finish); else,
+    for a GPU on the bus outside WSL, ``driver-not-loaded`` (the nvidia module is not loaded), else
+    ``device-nodes-inaccessible`` (its device nodes are missing or denied)."""
+    hung = _host_read_hung(facts)
+    if hung:
+        return hung
     if not gpus_on_bus(facts) or facts.hardware.wsl_dxg:
         return []
     return _driver_not_loaded(facts) or _device_nodes_inaccessible(facts)
+
+
+def _host_read_hung(facts: Facts) -> list[Finding]:
+    """``host-read-hung``: the reads of the PCI bus in sysfs, or of /proc/driver/nvidia and the device nodes,
+    did not return within their time limit. A read of the driver's files that blocks is a driver stuck in the
+    kernel; nothing above it can be judged from this process."""
+    hw, k = facts.hardware, facts.kernel
+    stuck = [e for e, hung in ((hw.error, hw.unanswered), (k.version_error, k.unanswered)) if hung and e]
+    if not stuck:
+        return []
+    return [
+        finding(
+            "host-read-hung",
+            Severity.BLOCKER,
+            summary="Reading this machine's own files about its GPUs did not finish: " + "; ".join(stuck) + ".",
+            cause=(
+                "A read of sysfs, /proc/driver/nvidia or the /dev/nvidia* nodes blocked. On a real machine that is "
+                "the nvidia driver stuck in the kernel (a GPU that stopped answering, often after an Xid error); "
+                "every program that touches the GPU will hang the same way."
+            ),
+            remedy=(
+                "Look for the processes stuck in the D state (`ps -eo pid,stat,wchan:32,cmd | awk '$2 ~ /D/'`) and for "
+                "NVRM Xid lines in the kernel log (`dmesg | grep -i xid`); drain the node and reset the GPU "
+                "(`nvidia-smi -r`) or reboot it. With GPUCHECK_HOST_ROOT set, check the tree it points at."
+            ),
+            evidence={"sysfs": hw.source, "version_file": k.version_file, "what_did_not_answer": stuck},
+        )
+    ]
 
 
 def _driver_not_loaded(facts: Facts) -> list[Finding]:

@@ -133,24 +133,45 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def run_merge(args: argparse.Namespace) -> int:
     from gpucheck import merge
+    from gpucheck.reportfile import ReportWriteError, write_report
 
+    if args.json not in (None, "-") and any(
+        _same_file(args.json, r) and not merge.is_fleet_json(r) for r in args.reports
+    ):
+        # Only this command's own earlier output may be replaced (`merge reports/*.json --json reports/fleet.json`).
+        return _error("gpucheck merge", f"--json {args.json} is one of the reports to merge: it would be overwritten; "
+                      "give another path", merge.UNUSABLE)
     try:
-        hosts = merge.merge(args.reports)
+        merged = merge.merge(args.reports)
     except merge.UnusableReport as exc:
         return _error("gpucheck merge", str(exc), merge.UNUSABLE)
-    if args.json == "-":
-        json.dump(merge.json_report(hosts), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return merge.exit_status(hosts)
-    merge.text_report(hosts, sys.stdout)
-    if args.json is not None:
+    for note in merged.notes:
+        _error("gpucheck merge", f"note: {note}", 0)
+    fleet = merge.json_report(merged.hosts, merged.notes)
+    try:
+        if args.json == "-":
+            json.dump(fleet, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            merge.text_report(merged.hosts, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): what it read stands; the fleet JSON is still written below.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if args.json not in (None, "-"):
         try:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                json.dump(merge.json_report(hosts), fh, indent=2)
-                fh.write("\n")
-        except OSError as exc:
-            return _error("gpucheck merge", f"cannot write {args.json} ({exc.strerror or exc})", merge.UNUSABLE)
-    return merge.exit_status(hosts)
+            write_report(args.json, json.dumps(fleet, indent=2) + "\n")
+        except ReportWriteError as exc:
+            return _error("gpucheck merge", f"cannot write {args.json} ({exc.reason})", merge.UNUSABLE)
+    return merge.exit_status(merged.hosts)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """``a`` and ``b`` name one file (through links, or ``./x`` and ``x``)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _error(prog: str, sentence: str, status: int) -> int:

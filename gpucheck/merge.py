@@ -7,17 +7,21 @@ library only: it reads the reports' JSON (schema ``gpucheck-report/1``), nothing
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from gpucheck import registry
-from gpucheck.jsonfile import Unreadable, dig, read_json
+from gpucheck.jsonfile import Unreadable, as_list, dig, read_json
+from gpucheck.reportfile import one_line
 
 ALL_ACCELERATED, NOT_ACCELERATED, UNUSABLE = 0, 1, 2
 SCHEMA = "gpucheck-report/1"
+FLEET_SCHEMA = "gpucheck-fleet/1"
 
 
 class UnusableReport(Exception):
@@ -42,41 +46,79 @@ class Host:
     figures: dict[str, Any]
 
 
+class _Fleet(Exception):
+    """The file is a merged fleet JSON (this command's own output), not a host's report."""
+
+
+def _text(value: Any) -> str | None:
+    """A value to show: a string or a number as text; anything else (an object, a list) is not one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    return str(value) or None
+
+
 def read(path: str) -> Host:
+    return _host(path, _load(path))
+
+
+def is_fleet_json(path: str) -> bool:
+    """``path`` holds a merged fleet JSON (this command's own ``--json``)."""
     try:
-        report = read_json(path, "a gpucheck report")
+        data = read_json(path, "a gpucheck report")
+    except Unreadable:
+        return False
+    return isinstance(data, dict) and data.get("schema") == FLEET_SCHEMA
+
+
+def _load(path: str) -> Any:
+    try:
+        return read_json(path, "a gpucheck report")
     except Unreadable as exc:
         raise UnusableReport(str(exc)) from None
+
+
+def _host(path: str, report: Any) -> Host:
+    if isinstance(report, dict) and report.get("schema") == FLEET_SCHEMA:
+        raise _Fleet(path)
     if not isinstance(report, dict) or report.get("schema") != SCHEMA:
         raise UnusableReport(f"{path} is not a gpucheck report (no \"schema\": \"{SCHEMA}\"; made by --gpucheck-json)")
     verdict = report.get("verdict")
     if verdict not in ("accelerated", "degraded", "not-accelerated"):
         raise UnusableReport(f"{path} has no verdict")
     rc = report.get("root_cause") if isinstance(report.get("root_cause"), dict) else None
-    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
+    rc_id = _text(rc.get("id")) if rc else None
+    findings = [f for f in as_list(report.get("findings")) if isinstance(f, dict)]
     also = [
-        str(f.get("id")) for f in findings
-        if f.get("severity") in ("blocker", "degraded") and (rc is None or f.get("id") != rc.get("id"))
+        _text(f.get("id")) or "?" for f in findings
+        if f.get("severity") in ("blocker", "degraded") and (rc_id is None or _text(f.get("id")) != rc_id)
     ]
-    facts = report.get("facts") if isinstance(report.get("facts"), dict) else {}
+    facts: dict[str, Any] = report["facts"] if isinstance(report.get("facts"), dict) else {}
     gpus = [
-        str(g.get("name")) for g in dig(facts, "nvml", "facts", "gpus") or [] if isinstance(g, dict) and g.get("name")
+        name for g in as_list(dig(facts, "nvml", "facts", "gpus")) if isinstance(g, dict) and (name := _text(g.get("name")))
     ]
-    driver = dig(facts, "kernel", "module_version") or dig(facts, "nvml", "facts", "driver_version")
-    host = dig(report, "environment", "host") or os.path.splitext(os.path.basename(path))[0]
+    driver = _text(dig(facts, "kernel", "module_version")) or _text(dig(facts, "nvml", "facts", "driver_version"))
+    host = _text(dig(report, "environment", "host")) or os.path.splitext(os.path.basename(path))[0]
+    complete = report.get("complete", True)
     return Host(
-        host=str(host),
+        host=host,
         path=path,
         verdict=verdict,
-        root_cause=str(rc.get("id")) if rc else None,
-        root_cause_summary=str(rc.get("summary")) if rc and rc.get("summary") else None,
+        root_cause=rc_id or ("?" if rc else None),
+        root_cause_summary=_text(rc.get("summary")) if rc else None,
         also=list(dict.fromkeys(also)),
         gpus=gpus,
-        driver=str(driver) if driver else None,
-        tensorflow=dig(facts, "framework", "facts", "version"),
-        complete=bool(report.get("complete", True)),
-        figures=registry.figures(facts),
+        driver=driver,
+        tensorflow=_text(dig(facts, "framework", "facts", "version")),
+        complete=complete if isinstance(complete, bool) else False,
+        figures=_figures(facts),
     )
+
+
+def _figures(facts: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return registry.figures(facts)
+    except (TypeError, ValueError, AttributeError, KeyError):  # a unit's facts of other types than it wrote
+        return {}
 
 
 def figures_text(figures: dict[str, Any]) -> str:
@@ -100,10 +142,35 @@ def groups(hosts: Sequence[Host]) -> list[tuple[str, list[Host]]]:
     return sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def merge(paths: Sequence[str]) -> list[Host]:
+@dataclass
+class Merged:
+    hosts: list[Host]
+    #: What was left out, one sentence each: a fleet JSON among the inputs, a report given twice.
+    notes: list[str] = field(default_factory=list)
+
+
+def merge(paths: Sequence[str]) -> Merged:
+    """Every host's report in ``paths``, once: a file given twice (or a copy of one: the same bytes) counts
+    once, and a merged fleet JSON (this command's own ``--json``, picked up by ``reports/*.json``) is left
+    out; each with a note."""
     if not paths:
         raise UnusableReport("no report given: gpucheck merge REPORT.json [REPORT.json ...]")
-    return [read(p) for p in paths]
+    merged = Merged([])
+    seen: dict[str, str] = {}
+    for path in paths:
+        report = _load(path)
+        digest = hashlib.sha256(json.dumps(report, sort_keys=True).encode()).hexdigest()
+        if digest in seen:
+            merged.notes.append(f"{path} is the same report as {seen[digest]}: counted once")
+            continue
+        seen[digest] = path
+        try:
+            merged.hosts.append(_host(path, report))
+        except _Fleet:
+            merged.notes.append(f"{path} is a merged fleet JSON (gpucheck merge --json), not a host's report: left out")
+    if not merged.hosts:
+        raise UnusableReport("no host's report among the files given: " + "; ".join(merged.notes))
+    return merged
 
 
 def exit_status(hosts: Sequence[Host]) -> int:
@@ -111,11 +178,14 @@ def exit_status(hosts: Sequence[Host]) -> int:
 
 
 def text_report(hosts: Sequence[Host], out: TextIO) -> None:
+    """The table, the groups and the count. Every value from a report is shown printable (an escape sequence
+    in a host name is shown as ``\\x1b``, never sent to the terminal)."""
     rows = [
         [h.host, h.verdict + ("" if h.complete else " (incomplete)"), h.root_cause or ", ".join(h.also) or "-",
          _gpus(h.gpus), h.driver or "-", h.tensorflow or "-", figures_text(h.figures)]
         for h in hosts
     ]
+    rows = [[one_line(c) for c in r] for r in rows]
     headers = ["host", "verdict", "root cause", "GPUs", "driver", "TensorFlow", "key figures"]
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
     out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
@@ -125,20 +195,22 @@ def text_report(hosts: Sequence[Host], out: TextIO) -> None:
     out.write("\nHosts grouped by root cause:\n")
     for key, members in groups(hosts):
         summary = next((h.root_cause_summary for h in members if h.root_cause_summary), None)
-        out.write(f"  {key} ({len(members)} host{'s' if len(members) != 1 else ''}): {', '.join(h.host for h in members)}\n")
+        names = one_line(", ".join(h.host for h in members))
+        out.write(f"  {one_line(key)} ({len(members)} host{'s' if len(members) != 1 else ''}): {names}\n")
         if summary and len(members) == len([m for m in members if m.root_cause == key]):
-            out.write(f"    e.g. {summary}\n")
+            out.write(f"    e.g. {one_line(summary)}\n")
     bad = [h for h in hosts if h.verdict != "accelerated"]
     out.write(
         f"\n{len(hosts) - len(bad)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''} accelerated"
-        + (f"; not accelerated: {', '.join(h.host for h in bad)}.\n" if bad else ".\n")
+        + (f"; not accelerated: {one_line(', '.join(h.host for h in bad))}.\n" if bad else ".\n")
     )
 
 
-def json_report(hosts: Sequence[Host]) -> dict[str, Any]:
+def json_report(hosts: Sequence[Host], notes: Sequence[str] = ()) -> dict[str, Any]:
     return {
-        "schema": "gpucheck-fleet/1",
+        "schema": FLEET_SCHEMA,
         "hosts": [asdict(h) for h in hosts],
+        "notes": list(notes),
         "groups": [{"cause": key, "hosts": [h.host for h in members]} for key, members in groups(hosts)],
         "accelerated": sum(h.verdict == "accelerated" for h in hosts),
         "not_accelerated": sum(h.verdict != "accelerated" for h in hosts),

@@ -20,13 +20,29 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import gpucheck
 from gpucheck.facts import ChildExit
 from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, STAGE_PREFIX, quiet
+
+#: How a probe child starts: gpucheck imported from where this process has it (its folder on the path for
+#: that one import only), then the probe module run as ``__main__``. The child runs in its own temporary folder,
+#: so nothing in the user's working directory (a script named ``gpucheck.py`` or ``tensorflow.py``) shadows
+#: a package; the rest of the path (PYTHONPATH, site-packages: where a module system puts TensorFlow) is as the
+#: user has it. TMPDIR is that folder too: what TensorFlow leaves there (AutoGraph's generated sources, which
+#: it removes only at a normal interpreter exit, and probes end with os._exit) goes with it.
+_BOOTSTRAP = (
+    "import sys; r = sys.argv.pop(1); sys.path.insert(0, r); import gpucheck; sys.path.remove(r); "
+    "import runpy; runpy.run_module('gpucheck.probes.child', run_name='__main__', alter_sys=True)"
+)
 
 TAIL_LINES = 80
 #: How long a killed child may take to be reaped before the runner stops waiting for it.
 REAP_TIMEOUT_S = 5.0
 TAIL_CHARS = 400
+
+
+#: The folder gpucheck is imported from here (its parent: site-packages, or a checkout).
+_GPUCHECK_ROOT = str(Path(gpucheck.__file__).resolve().parent.parent)
 
 
 class ChildRunner:
@@ -48,7 +64,8 @@ class ChildRunner:
         with tempfile.TemporaryDirectory(prefix="gpucheck-probe-") as tmp:
             out = Path(tmp) / "facts.json"
             child_env[CAPTURE_ENV] = str(Path(tmp) / "captured")
-            cmd = [sys.executable, "-m", "gpucheck.probes.child", probe, str(out)]
+            child_env["TMPDIR"] = tmp
+            cmd = [sys.executable, "-c", _BOOTSTRAP, _GPUCHECK_ROOT, probe, str(out)]
             start = time.monotonic()
             try:
                 with self._lock:
@@ -56,6 +73,7 @@ class ChildRunner:
                         return _exit("cancelled", None, start, [], "the run was interrupted before the probe started"), None
                     proc = subprocess.Popen(
                         cmd,
+                        cwd=tmp,
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,

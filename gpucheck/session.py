@@ -65,6 +65,7 @@ class GpucheckSession:
         #: Why the report could not be written at the end, if it could not.
         self._write_error: str | None = None
         self._previous_sigterm: Any = None
+        self._previous_sigint: Any = None
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -84,14 +85,22 @@ class GpucheckSession:
 
     def _treat_sigterm_as_interrupt(self) -> None:
         """CI cancels a job with SIGTERM: end the run as Ctrl-C does (the children killed with their groups,
-        a partial report written with ``complete: false``), not as a process killed with nothing written."""
+        a partial report written with ``complete: false``), not as a process killed with nothing written.
+        However many signals follow (CI sends SIGTERM again, a person presses Ctrl-C twice), the first one
+        alone interrupts: the later ones are ignored while the run cleans up, a clean-up bounded in time
+        (the probes killed, their threads given ``ABANDON_WAIT_S``), so it always ends in exit 2 and a report."""
         if threading.current_thread() is not threading.main_thread():
             return
 
         def interrupt(signum: int, frame: Any) -> None:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
             raise KeyboardInterrupt(f"gpucheck: stopped by {signal.Signals(signum).name}")
 
         self._previous_sigterm = signal.signal(signal.SIGTERM, interrupt)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            # Python's own Ctrl-C (not a handler of the user's, nor SIG_IGN of a background job): the same, once.
+            self._previous_sigint = signal.signal(signal.SIGINT, interrupt)
 
     def result(self) -> Result:
         if self._result is None:
@@ -114,15 +123,19 @@ class GpucheckSession:
         return self._result
 
     def close(self) -> None:
-        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
         if self.diagnosis is not None and self._result is None:
             self._result = self.diagnosis.abandon()
         elif self.diagnosis is not None:
             self.diagnosis.runner.kill_all()
         if not self._written:
             self._write_json()
+        # Last: until here a second signal must not cut the clean-up short (see _treat_sigterm_as_interrupt).
+        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+            if self._previous_sigint is not None:
+                signal.signal(signal.SIGINT, self._previous_sigint)
+                self._previous_sigint = None
 
     # --- collection ---------------------------------------------------------------------
 

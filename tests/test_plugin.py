@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -192,12 +193,14 @@ time.sleep(100)
 
 
 @pytest.mark.parametrize(
-    ("signum", "collecting"),
-    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
-    ids=["ctrl-c", "sigterm", "ctrl-c-while-collecting"],
+    ("signum", "collecting", "storm"),
+    [(signal.SIGINT, False, False), (signal.SIGTERM, False, False), (signal.SIGINT, True, False),
+     (signal.SIGTERM, False, True)],
+    ids=["ctrl-c", "sigterm", "ctrl-c-while-collecting", "sigterm-then-more-signals-during-clean-up"],
 )
 def test_interrupt_writes_report_and_kills_probes(
-    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path], signum: signal.Signals, collecting: bool
+    tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path], signum: signal.Signals, collecting: bool,
+    storm: bool,
 ) -> None:
     """Ctrl-C, or the SIGTERM with which CI cancels a job, while cuInit hangs (while pytest still collects a
     user's module, too: pytest reports the end of collection on its way out, which must not wait for the
@@ -230,6 +233,12 @@ def test_interrupt_writes_report_and_kills_probes(
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signum)
+    if storm:
+        # CI sending SIGTERM again, a person pressing Ctrl-C over the clean-up: every 20 ms for 3 s, or until it ends.
+        end = time.monotonic() + 3
+        while proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+            proc.send_signal(random.choice((signal.SIGTERM, signal.SIGINT)))
     try:
         out, _ = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -246,6 +255,7 @@ def test_interrupt_writes_report_and_kills_probes(
             out, _ = proc.communicate()
         pytest.fail(f"pytest did not end after {signum.name}; threads {threads}, probe processes left {left}:\n{out.decode()}")
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out.decode()
+    assert "Traceback" not in out.decode(), out.decode()
     data = json.loads(report.read_text())
     assert data["verdict"] == "not-accelerated"
     assert data["root_cause"]["id"] == "diagnosis-incomplete"

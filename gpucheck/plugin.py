@@ -7,9 +7,12 @@ pytest run of every project where gpucheck is installed.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gpucheck.options import add_options, resolve
+from gpucheck.settings import conflicts
 
 SESSION_PLUGIN_NAME = "gpucheck-session"
 
@@ -29,12 +32,27 @@ def pytest_configure(config: pytest.Config) -> None:
             "its probes already run in parallel"
         )
     settings = resolve(config)
+    _refuse_one_path_for_two_files(config, settings.json)
+    for note in conflicts(settings):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(f"gpucheck: {note}"), stacklevel=2)
     # Imported only now: the diagnosis machinery (still no TensorFlow, NVML or ctypes in this process).
     from gpucheck.session import GpucheckSession
 
     session = GpucheckSession(config, settings)
     config.pluginmanager.register(session, SESSION_PLUGIN_NAME)
     session.start()
+
+
+def _refuse_one_path_for_two_files(config: pytest.Config, report: str | None) -> None:
+    """``--junitxml`` and ``--gpucheck-json`` on one path: each would overwrite the other, silently."""
+    xml = config.getoption("xmlpath", default=None)
+    if report is None or not xml or report == "-":
+        return
+    a, b = os.path.realpath(os.path.expanduser(str(xml))), os.path.realpath(os.path.expanduser(report))
+    if a == b:
+        raise pytest.UsageError(
+            f"--junitxml and --gpucheck-json name the same file ({report}): each would overwrite the other; give two paths"
+        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -88,9 +88,18 @@ FRAMEWORKS = ("tensorflow", "none")
 
 
 def parse_framework(text: str) -> str:
-    if text not in FRAMEWORKS:
+    value = text.strip().lower()
+    if value not in FRAMEWORKS:
         raise ValueError(f"must be one of {', '.join(FRAMEWORKS)}")
-    return text
+    return value
+
+
+def parse_json_path(text: str) -> str:
+    """The report's path (:func:`parse_report_path`); a yes/no word is refused: ``gpucheck_json = true`` in an
+    ini file (pytest hands TOML's ``true`` over as the text "True") would otherwise make a file named True."""
+    if text.strip().lower() in (*_YES, *_NO) and text.strip():
+        raise ValueError(f"must be a path for the report, not a yes/no value (write ./{text.strip()} for a file of that name)")
+    return parse_report_path(text)
 
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%|[KMGT]i?B|[KMGT]|B)?\s*$", re.IGNORECASE)
@@ -190,7 +199,7 @@ OPTIONS: tuple[Option, ...] = (
         "and reported as hung (default 60)",
         "SECONDS",
     ),
-    Option("json", parse_report_path, None, "write the report JSON (schema gpucheck-report/1) to PATH", "PATH"),
+    Option("json", parse_json_path, None, "write the report JSON (schema gpucheck-report/1) to PATH", "PATH"),
     Option(
         "min-free-memory",
         parse_memory,
@@ -329,6 +338,17 @@ def resolve(
     return Settings(**values, tf_config_set="TF_CONFIG" in env, sources=tuple(sources))
 
 
+def conflicts(settings: Settings) -> list[str]:
+    """Settings that cancel each other, each a sentence: the run goes on, without what cannot be done."""
+    notes = []
+    if settings.benchmarks and settings.framework == "none":
+        notes.append(
+            "--gpucheck-benchmarks is ignored with --gpucheck-framework=none: the benchmarks run in TensorFlow, "
+            "and this run starts none (the performance layer reads 'not checked')"
+        )
+    return notes
+
+
 def _raw(cli: Lookup, ini: Lookup, opt: Option, env: Mapping[str, str], ini_origin: str) -> tuple[str | None, str]:
     value = cli(opt.dest)
     if value is not None:
@@ -336,6 +356,9 @@ def _raw(cli: Lookup, ini: Lookup, opt: Option, env: Mapping[str, str], ini_orig
     if opt.env in env:
         return str(env[opt.env]), f"environment variable {opt.env}"
     value = ini(opt.ini)
+    if isinstance(value, list) and value:
+        # A TOML array, or several lines in an ini file: one value is expected.
+        raise SettingError(f"{opt.flag} takes one value, not a list (got {value!r} from ini key {opt.ini} in {ini_origin})")
     if value not in (None, "", []):
         return str(value), f"ini key {opt.ini} in {ini_origin}"
     if opt.default is not None:

@@ -1,0 +1,52 @@
+"""Settings given in ways that used to do something quietly surprising: a yes/no value where the report's path
+belongs, a list in the ini file, a value with spaces around it, two options writing one file, options that
+cancel each other. Each through a real pytest run."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucheck.settings import Settings, conflicts
+
+
+@pytest.mark.parametrize(
+    ("ini", "sentence"),
+    [
+        ("[pytest]\ngpucheck_json = true\n", "--gpucheck-json must be a path for the report, not a yes/no value"),
+        ('[tool.pytest.ini_options]\ngpucheck_json = false\n', "not a yes/no value"),
+        ('[tool.pytest.ini_options]\ngpucheck_timeout = [30, 60]\n', "--gpucheck-timeout takes one value, not a list"),
+    ],
+    ids=["ini-true", "toml-false", "toml-list"],
+)
+def test_ini_values_of_the_wrong_kind_are_usage_errors(pytester: pytest.Pytester, ini: str, sentence: str) -> None:
+    name = "pyproject.toml" if ini.startswith("[tool.") else "pytest.ini"
+    (pytester.path / name).write_text(ini)
+    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert sentence in result.stderr.str()
+    assert not any(p.name in ("True", "False", "true", "false") for p in pytester.path.iterdir())
+
+
+def test_values_are_stripped_of_spaces_like_every_other_option(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUCHECK_FRAMEWORK", " None ")
+    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider")
+    assert result.ret != pytest.ExitCode.USAGE_ERROR, result.stderr.str()
+    assert "checks_framework" not in result.stdout.str()  # framework=none: no TensorFlow check collected
+
+
+def test_junitxml_and_the_report_on_one_path_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--gpucheck", "--junitxml=out/result.xml", f"--gpucheck-json={pytester.path}/out/../out/result.xml",
+        "-p", "no:cacheprovider",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--junitxml and --gpucheck-json name the same file" in result.stderr.str()
+    assert not (pytester.path / "out" / "result.xml").exists()
+
+
+def test_benchmarks_without_a_framework_say_they_are_ignored(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "--gpucheck-benchmarks", "-q",
+                                           "-p", "no:cacheprovider")
+    assert "--gpucheck-benchmarks is ignored with --gpucheck-framework=none" in result.stdout.str()
+    assert conflicts(Settings(benchmarks=True)) == []
+    assert conflicts(Settings(benchmarks=False, framework="none")) == []

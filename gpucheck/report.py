@@ -11,7 +11,7 @@ from gpucheck.blocking import independent_of
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding
-from gpucheck.reportfile import write_report
+from gpucheck.reportfile import one_line, write_report
 from gpucheck.rules.devicemap import device_map_lines
 from gpucheck.settings import Settings
 
@@ -48,7 +48,9 @@ def failure_text(f: Finding) -> str:
         lines.append("  evidence:")
         lines.extend(ev)
     lines.append(f"  remedy: {f.remedy}")
-    return "\n".join(lines)
+    # Values come from the environment and from files (TF_CONFIG, a host name, a log): an escape sequence in
+    # one must reach the terminal as text, never as a command to it.
+    return "\n".join(one_line(line) for line in lines)
 
 
 def header_lines(result: Result) -> list[str]:

@@ -19,7 +19,7 @@ import pytest
 from gpucheck import registry, report
 from gpucheck.blocking import QUESTION_ATTRIBUTE, Decision, Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN
+from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN, one_line
 from gpucheck.settings import Settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -214,7 +214,7 @@ class GpucheckSession:
             # Collection did not finish (Ctrl-C, SIGTERM: pytest calls this hook on its way out): waiting for
             # the probes here would hold up the interrupt until their timeout.
             return []
-        return report.header_lines(self.result())
+        return [one_line(line) for line in report.header_lines(self.result())]
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
@@ -235,7 +235,7 @@ class GpucheckSession:
         tr = terminalreporter
         tr.section("gpucheck")
         for line, markup in report.summary_lines(self.result()):
-            tr.write_line(line, **markup)
+            tr.write_line(one_line(line), **markup)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if self.diagnosis is not None and self._result is None:
@@ -261,7 +261,7 @@ def skip_at_setup(decision: Decision) -> None:
     ``_pytest/skipping.py`` skips for a skip mark (``_use_item_location``, a keyword pytest 7 to 9 take: not a
     mark, which ``-rs`` would fold into one line per file, and JUnit would not place)."""
     if decision.outcome == "skipped":
-        raise pytest.skip.Exception(decision.reason, _use_item_location=True)
+        raise pytest.skip.Exception(one_line(decision.reason), _use_item_location=True)
 
 
 def exit_status(pytest_status: int, result: Result | None, write_error: str | None) -> int:

@@ -50,3 +50,26 @@ def test_benchmarks_without_a_framework_say_they_are_ignored(pytester: pytest.Py
     assert "--gpucheck-benchmarks is ignored with --gpucheck-framework=none" in result.stdout.str()
     assert conflicts(Settings(benchmarks=True)) == []
     assert conflicts(Settings(benchmarks=False, framework="none")) == []
+
+
+def test_a_tf_config_nested_too_deep_is_a_finding_not_an_internal_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TF_CONFIG", "[" * 100_000)
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and "RecursionError" not in out
+    assert "cluster-config-invalid" in out and "TF_CONFIG is nested too deep for Python's json.loads" in out
+    assert "tF_CONFIG" not in out
+
+
+def test_escape_sequences_from_the_environment_never_reach_the_terminal(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An escape sequence in TF_CONFIG (clear the screen, set the window title) is shown as text."""
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "x": "\x1b[2J\x1b]0;pwn\x07"}}')
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "-rs", "-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert "cluster-config-invalid" in out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J" in out

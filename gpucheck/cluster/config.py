@@ -135,6 +135,9 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
     except ValueError as exc:
         bad("", text, f"{where} is not valid JSON ({exc}): TensorFlow's json.loads fails on it, in every process")
         return replace(base, problems=tuple(problems))
+    except RecursionError:
+        bad("", text, f"{where} is nested too deep for Python's json.loads: TensorFlow fails on it, in every process")
+        return replace(base, problems=tuple(problems))
     if not isinstance(doc, dict):
         bad("", text, f"{where} must be a JSON object with 'cluster' and 'task', not a {type(doc).__name__}")
         return replace(base, problems=tuple(problems))

@@ -39,7 +39,7 @@ def config_finding(p: ConfigProblem, config: ClusterConfigFacts) -> Finding:
         Severity.BLOCKER if blocker else Severity.INFO,
         summary=f"{p.key}{value}: {p.problem}"[:400],
         cause=f"{_where(config)} is what every TensorFlow process of this job reads to find its place in the "
-        f"cluster; {p.problem[0].lower() + p.problem[1:]}",
+        f"cluster; {_sentence_inside(p.problem)}",
         remedy=(
             "Fix the Slurm job (run the tasks with srun, --ntasks matching the nodes) or build the cluster spec "
             "yourself and hand it over as TF_CONFIG."
@@ -284,3 +284,9 @@ def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
     if why is not None:
         return dict.fromkeys(PEERS + COLLECTIVE, why)
     return dict.fromkeys(COLLECTIVE, "--gpucheck-framework=none") if settings.framework == "none" else {}
+
+
+def _sentence_inside(text: str) -> str:
+    """``text`` continuing a sentence: its first letter lowered, unless it starts a name (``TF_CONFIG``, ``SLURM``)."""
+    first = text.split(" ", 1)[0]
+    return text if first[1:2].isupper() or not first[:1].isupper() else text[0].lower() + text[1:]

@@ -53,6 +53,14 @@ def failure_text(f: Finding) -> str:
     return "\n".join(one_line(line) for line in lines)
 
 
+def _not_loaded(name: str, error: str | None) -> str:
+    """``libcuda.so.1: not found`` only where the loader found no such file; a file found that does not load
+    (a truncated copy, a wrong architecture) says so, with the loader's words."""
+    if error is None or "No such file" in error:
+        return f"{name}: not found"
+    return f"{name}: found but does not load ({error.removeprefix(name + ': ')})"
+
+
 def header_lines(result: Result) -> list[str]:
     facts = result.facts
     if facts is None:
@@ -71,7 +79,7 @@ def header_lines(result: Result) -> list[str]:
     if cf is not None and cf.driver_version:
         parts.append(f"CUDA driver API {cf.driver_version // 1000}.{cf.driver_version % 1000 // 10}")
     elif cf is not None and not cf.library.loaded:
-        parts.append("libcuda.so.1: not found")
+        parts.append(_not_loaded(cf.library.name, cf.library.error))
     tf = facts_of(facts.framework)
     if facts.framework is None:
         parts.append("TensorFlow: not diagnosed (--gpucheck-framework=none)")

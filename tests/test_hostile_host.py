@@ -90,3 +90,16 @@ def test_pytest_gpucheck_with_fifos_for_host_files_finishes_and_names_them(
     assert done.report["complete"] is True, json.dumps(done.report)[:2000]
     kernel = done.report["facts"]["kernel"]
     assert "FIFO" in kernel["version_error"] and kernel["unanswered"] is False
+
+
+def test_the_header_tells_a_broken_libcuda_from_a_missing_one(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """A libcuda.so.1 the loader finds but cannot load (here a file cut to a few bytes, as an interrupted copy
+    leaves it) was headed "libcuda.so.1: not found"."""
+    machine = fake_machine({"host": {"pci": [GPU], "module_version": "550.54.15", "dev": ["nvidiactl", "nvidia0"]}})
+    (machine / "lib" / "libcuda.so.1").write_bytes(b"\x7fELF\x02")
+    done = run_gpucheck("--gpucheck-framework=none")
+    header = [ln for ln in done.result.outlines if ln.startswith("gpucheck:")]
+    assert any("libcuda.so.1: found but does not load (" in ln for ln in header), header
+    assert not any("libcuda.so.1: not found" in ln for ln in header), header

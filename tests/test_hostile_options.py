@@ -4,6 +4,8 @@ cancel each other. Each through a real pytest run."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gpucheck.settings import Settings, conflicts
@@ -73,3 +75,15 @@ def test_escape_sequences_from_the_environment_never_reach_the_terminal(
     assert "cluster-config-invalid" in out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[2J" in out
+
+
+def test_a_cluster_document_too_long_for_any_environment_is_a_config_problem(pytester: pytest.Pytester) -> None:
+    """An ini file can hold a TF_CONFIG document no process can be started with (execve's E2BIG beyond Linux's
+    MAX_ARG_STRLEN): it read as a failed collective ("the cluster check ended without a result")."""
+    doc = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}, "pad": "x" * 200_000}
+    (pytester.path / "pytest.ini").write_text("[pytest]\ngpucheck_cluster = " + json.dumps(doc) + "\n")
+    report = pytester.path / "report.json"
+    pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={report}", "--gpucheck-cluster-timeout=5", "-p", "no:cacheprovider")
+    findings = {f["id"]: f for f in json.loads(report.read_text())["findings"]}
+    assert "cluster-collective-failed" not in findings
+    assert "MAX_ARG_STRLEN" in findings["cluster-config-invalid"]["summary"]

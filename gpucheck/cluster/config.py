@@ -119,6 +119,11 @@ def _nothing(key: str, problem: str) -> ClusterConfigFacts:
 # --- TF_CONFIG ----------------------------------------------------------------------------------------
 
 
+#: Linux's MAX_ARG_STRLEN (32 pages): the longest single string of a program's arguments or environment, so the
+#: longest ``TF_CONFIG=...`` any process can be started with (execve fails with E2BIG beyond it).
+MAX_ENV_STRING = 32 * 4096
+
+
 def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
     where = "TF_CONFIG" if source == "TF_CONFIG" else "--gpucheck-cluster"
     problems: list[ConfigProblem] = []
@@ -127,6 +132,12 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
         problems.append(ConfigProblem(f"{where} {key}".strip(), None if value is None else quote(value), problem, kind))
 
     base = ClusterConfigFacts(source=source, asked=asked, text=quote(text))
+    size = len(f"TF_CONFIG={text}".encode(errors="surrogateescape"))
+    if size > MAX_ENV_STRING:
+        bad("", f"{text[:60]}…", f"{where} is {size:,} bytes: Linux starts no program with an environment string "
+            f"over {MAX_ENV_STRING:,} bytes (MAX_ARG_STRLEN), so no TensorFlow process can be given it as TF_CONFIG; "
+            "keep the cluster's addresses alone in it")
+        return replace(base, problems=tuple(problems))
     if not text.strip():
         bad("", text, f"{where} is set but empty: TensorFlow's json.loads fails on it; unset it or give the cluster")
         return replace(base, problems=tuple(problems))

@@ -5,6 +5,7 @@ cancel each other. Each through a real pytest run."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,16 @@ def test_a_cluster_document_too_long_for_any_environment_is_a_config_problem(pyt
     findings = {f["id"]: f for f in json.loads(report.read_text())["findings"]}
     assert "cluster-collective-failed" not in findings
     assert "MAX_ARG_STRLEN" in findings["cluster-config-invalid"]["summary"]
+
+
+def test_a_user_test_that_cannot_be_collected_exits_2_with_a_report_saying_why(pytester: pytest.Pytester) -> None:
+    """The README's exit-status table names this case: pytest ends the run at a collection error as at an interrupt."""
+    (pytester.path / "test_broken.py").write_text("def test_a(:\n")
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("--gpucheck", ".", f"--gpucheck-json={report}", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    data = json.loads(report.read_text())
+    assert data["complete"] is False and data["root_cause"]["id"] == "diagnosis-incomplete"
+    assert "could not be collected" in data["root_cause"]["cause"]
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "a test file beside the suite could not be collected" in readme

@@ -192,10 +192,7 @@ class Diagnosis:
             "diagnosis-incomplete",
             Severity.BLOCKER,
             summary="The diagnosis did not finish: the run ended before every probe reported.",
-            cause=(
-                "pytest stopped while the probes were still running: interrupted (Ctrl-C, SIGTERM), or a test file "
-                "could not be collected (pytest ends the run at a collection error, as at an interrupt)."
-            ),
+            cause="pytest was interrupted (Ctrl-C, SIGTERM) while the probes were still running.",
             remedy="Run `pytest --gpucheck` again and let it finish; raise --gpucheck-timeout if a probe is slow.",
             evidence={"finished_probes": sorted(set(finished)), "cancelled_probes": sorted(set(cancelled))},
         )

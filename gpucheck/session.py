@@ -66,6 +66,8 @@ class GpucheckSession:
         self._write_error: str | None = None
         self._previous_sigterm: Any = None
         self._previous_sigint: Any = None
+        #: The run ended at a test file that could not be collected (not at Ctrl-C or a signal).
+        self._collection_failed = False
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -237,7 +239,17 @@ class GpucheckSession:
         for line, markup in report.summary_lines(self.result()):
             tr.write_line(one_line(line), **markup)
 
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # pytest ends a run whose test file cannot be collected by raising Session.Interrupted, an interrupt
+        # to its hooks: the person asked for the diagnosis and is still there, so it is waited for.
+        self._collection_failed = isinstance(excinfo.value, pytest.Session.Interrupted)
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+        if self.diagnosis is not None and self._result is None and self._collection_failed:
+            try:
+                self._result = self.diagnosis.result()
+            except KeyboardInterrupt:
+                self._result = self.diagnosis.abandon()
         if self.diagnosis is not None and self._result is None:
             self._result = self.diagnosis.abandon()
         self._write_json()

@@ -66,6 +66,7 @@ class GpucheckSession:
         self._write_error: str | None = None
         self._previous_sigterm: Any = None
         self._previous_sigint: Any = None
+        self._signalled = False
         #: The run ended at a test file that could not be collected (not at Ctrl-C or a signal).
         self._collection_failed = False
 
@@ -95,6 +96,7 @@ class GpucheckSession:
             return
 
         def interrupt(signum: int, frame: Any) -> None:
+            self._signalled = True
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, signal.SIG_IGN)
             raise KeyboardInterrupt(f"gpucheck: stopped by {signal.Signals(signum).name}")
@@ -131,7 +133,11 @@ class GpucheckSession:
             self.diagnosis.runner.kill_all()
         if not self._written:
             self._write_json()
-        # Last: until here a second signal must not cut the clean-up short (see _treat_sigterm_as_interrupt).
+        # Last: until here a second signal must not cut the clean-up short (see _treat_sigterm_as_interrupt). After
+        # an interrupt they stay ignored: the process is on its way out, and one more SIGTERM must not turn its
+        # exit 2 into death by signal.
+        if self._signalled:
+            return
         if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._previous_sigterm)
             self._previous_sigterm = None

@@ -8,6 +8,7 @@ yields a result (root cause ``diagnosis-incomplete``) so the report is written.
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import threading
@@ -20,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from gpucheck import __version__, registry
 from gpucheck.blocking import LayerState, consequence_of, layer_states, root_cause
 from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
-from gpucheck.isolation import ChildRunner
+from gpucheck.isolation import GPUCHECK_ROOT, ChildRunner
 from gpucheck.layers import checked
 from gpucheck.model import Finding, Severity, finding, verdict
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_environment, probe_hardware_within, probe_kernel_within
@@ -252,7 +253,7 @@ class Diagnosis:
         )
 
 
-def environment() -> dict[str, str]:
+def environment() -> dict[str, Any]:
     return {
         "gpucheck": __version__,
         "python": platform.python_version(),
@@ -260,4 +261,7 @@ def environment() -> dict[str, str]:
         "executable": sys.executable,
         # Which host this is, for a fleet's reports joined by `gpucheck merge`.
         "host": platform.node(),
+        # Which gpucheck and which path the probe children import from (gpucheck.isolation starts them so).
+        "gpucheck_location": GPUCHECK_ROOT,
+        "python_path": [p for p in sys.path if p not in ("", os.getcwd())],
     }

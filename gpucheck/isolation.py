@@ -42,7 +42,7 @@ TAIL_CHARS = 400
 
 
 #: The folder gpucheck is imported from here (its parent: site-packages, or a checkout).
-_GPUCHECK_ROOT = str(Path(gpucheck.__file__).resolve().parent.parent)
+GPUCHECK_ROOT = str(Path(gpucheck.__file__).resolve().parent.parent)
 
 
 class ChildRunner:
@@ -65,7 +65,7 @@ class ChildRunner:
             out = Path(tmp) / "facts.json"
             child_env[CAPTURE_ENV] = str(Path(tmp) / "captured")
             child_env["TMPDIR"] = tmp
-            cmd = [sys.executable, "-c", _BOOTSTRAP, _GPUCHECK_ROOT, probe, str(out)]
+            cmd = [sys.executable, "-c", _BOOTSTRAP, GPUCHECK_ROOT, probe, str(out)]
             start = time.monotonic()
             try:
                 with self._lock:

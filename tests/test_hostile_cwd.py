@@ -44,3 +44,7 @@ def test_scripts_named_like_packages_in_the_working_directory_are_not_imported(t
         assert facts["framework"]["facts"]["version"] == tf.__version__
     assert "was imported by gpucheck" not in done.stdout + done.stderr
     assert sorted(p.name for p in temporary.iterdir()) == []
+    import gpucheck
+
+    assert report["environment"]["gpucheck_location"] == str(Path(gpucheck.__file__).resolve().parent.parent)
+    assert str(tmp_path) not in report["environment"]["python_path"]

@@ -143,3 +143,14 @@ def test_a_number_of_thousands_of_digits_is_one_sentence(real_report: dict[str, 
     assert done.returncode == 2 and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith("gpucheck merge: ") and "5000 digits" in line
+
+
+def test_a_fifo_no_one_writes_to_ends_in_a_sentence(real_report: dict[str, Any], tmp_path: Path) -> None:
+    """`gpucheck merge FIFO` waited for ever for a writer; it now waits 10 s for data (the subprocess's 60 s
+    bound in gpucheck_merge only says it did not hang)."""
+    import os
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    done = gpucheck_merge(fifo)
+    assert done.returncode == 2 and "nothing came from" in done.stderr and "Traceback" not in done.stderr

@@ -619,7 +619,10 @@ def _local(config: ClusterConfigFacts, wait: float) -> Iterator[Checkpoint]:
         exit_, data = runner.run(PROBE_TARGET, wait + LOCAL_MARGIN_S, env)
         found = data.get("tasks") if isinstance(data, dict) else None
         facts = from_json(TaskFacts, found[0]) if isinstance(found, list) and found else TaskFacts(name, i, address)
-        return replace(facts, exit_status=exit_.status, exit_detail=tuple(exit_.stderr_tail[-12:]))
+        # A task that stopped before its peers says why at the top of its facts (setup_error): keep it with the task.
+        setup = data.get("setup_error") if isinstance(data, dict) else None
+        detail = (*exit_.stderr_tail[-12:], *((f"set-up: {setup}",) if isinstance(setup, str) and setup else ()))
+        return replace(facts, exit_status=exit_.status, exit_detail=detail)
 
     with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
         done = tuple(pool.map(one, tasks))

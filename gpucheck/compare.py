@@ -678,9 +678,13 @@ def _grouped(c: Comparison) -> bool:
     return any(r.group is not None for r in c.rows)
 
 
-def _wrap(text: str, width: int, indent: str = "") -> str:
-    return textwrap.fill(text, width=max(20, width), subsequent_indent=indent, break_on_hyphens=False,
-                         break_long_words=False)
+def _wrap(text: str, width: int, indent: str = "", keep: tuple[str, ...] = ()) -> str:
+    """``text`` wrapped to ``width``; the phrases in ``keep`` (a method's name) never broken across lines."""
+    for phrase in keep:
+        text = text.replace(phrase, phrase.replace(" ", "\0"))
+    wrapped = textwrap.fill(text, width=max(20, width), subsequent_indent=indent, break_on_hyphens=False,
+                            break_long_words=False)
+    return wrapped.replace("\0", " ")
 
 
 def text_report(c: Comparison, out: TextIO, width: int | None = None) -> None:
@@ -693,7 +697,7 @@ def text_report(c: Comparison, out: TextIO, width: int | None = None) -> None:
     w("\n" + _wrap(
         f"Benchmarks ({c.metric} time, lower is better; noise judged by {_methods(c)}, whose own estimate of the "
         f"change gives the verdict its direction; a slower benchmark beyond {threshold_text(c.threshold)} is a "
-        "regression):", width) + "\n")
+        "regression):", width, keep=(RANK_TEST, WELCH, NO_SPREAD)) + "\n")
     headers = ["benchmark", "base", "new", "change", "verdict", "noise"]
     cells = [
         [r.name, _time(r.base), _time(r.new), _pct(r.change), verdict_text(r) + (" REGRESSION" if r.regression else ""),
@@ -745,8 +749,8 @@ def text_report(c: Comparison, out: TextIO, width: int | None = None) -> None:
 
 
 def _cut(lines: list[str], cells: list[list[str]]) -> bool:
-    """Whether some name in the table lines had to be cut short (an ellipsis where the name had none)."""
-    return any("…" in line.split("  ")[0] and "…" not in row[0] for line, row in zip(lines, cells, strict=True))
+    """Whether some name in the table lines had to be shortened (its folders or file dropped, or cut)."""
+    return any(not (line + " ").startswith(row[0] + " ") for line, row in zip(lines, cells, strict=True))
 
 
 def _estimate(r: Row) -> str:

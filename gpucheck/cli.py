@@ -120,15 +120,19 @@ def run_compare(args: argparse.Namespace) -> int:
         return _error("gpucheck compare", str(exc), compare.UNUSABLE)
     opts = compare.Options(args.base, args.new, threshold, args.metric, args.storage, args.plot, args.json, args.markdown)
     try:
-        return compare.run(opts, sys.stdout)
+        comparison = compare.prepare(opts)
     except compare.UnusableInput as exc:
         return _error("gpucheck compare", str(exc), compare.UNUSABLE)
-    except BrokenPipeError:
-        # The reader went away (`| head`): what it read stands; no traceback for the rest.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return compare.UNUSABLE
     except (OverflowError, RecursionError, MemoryError) as exc:
         return _error("gpucheck compare", f"the input cannot be compared ({type(exc).__name__}: {exc})", compare.UNUSABLE)
+    try:
+        compare.write(comparison, opts, sys.stdout)
+        sys.stdout.flush()  # inside the try: a reader gone at the last buffer too (`| head -1`)
+    except BrokenPipeError:
+        # The reader went away: what it read stands, the verdict is still the comparison's; no traceback,
+        # and nothing more for the interpreter to flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return comparison.exit_status
 
 
 def run_merge(args: argparse.Namespace) -> int:

@@ -9,9 +9,11 @@ shared 2-core machine two real runs of identical work drift apart by 10–40 % b
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import random
+import statistics
 import struct
 import subprocess
 import sys
@@ -153,12 +155,15 @@ def test_a_driver_upgrade_is_shown_above_the_table(tmp_path: Path) -> None:
     assert driver < next(i for i, ln in enumerate(lines) if ln.startswith("Benchmarks"))
     # The markdown form (a CI job summary) says the same.
     md = gpucheck_compare(base, new, "--markdown").stdout
-    assert "| driver | 550.54.15 | 560.35.03 |" in md and "| benchmark | base | new | change | verdict |" in md
+    assert "| driver | 550.54.15 | 560.35.03 |" in md and "| benchmark | base | new | change | verdict | noise |" in md
+    # Every row has the noise column's cell too (issue 23: --markdown dropped it).
+    rows = [ln for ln in md.splitlines() if ln.startswith("| `test_x.py::")]
+    assert len(rows) == len(TIMES) and all(ln.count(" | ") == 5 and "IQR" in ln.split(" | ")[-1] for ln in rows)
 
 
 def test_saved_statistics_without_rounds(tmp_path: Path) -> None:
-    """Runs saved without their rounds (--benchmark-save without --benchmark-save-data): the median and
-    IQR decide, and the output says so."""
+    """Runs saved without their rounds (--benchmark-save without --benchmark-save-data): Welch's t on the
+    saved mean, stddev and rounds decides, and the output says so."""
     rng = random.Random(3)
     runs = []
     for name, times in (("base.json", TIMES), ("new.json", {**TIMES, "test_b0": TIMES["test_b0"] * 2})):
@@ -171,7 +176,98 @@ def test_saved_statistics_without_rounds(tmp_path: Path) -> None:
     done = gpucheck_compare(*runs, "--json")
     report = json.loads(done.stdout)
     assert done.returncode == 1 and report["regressions"] == ["test_x.py::test_b0"]
-    assert {r["method"] for r in report["benchmarks"]} == {"saved statistics (median, IQR)"}
+    assert {r["method"] for r in report["benchmarks"]} == {"saved statistics (Welch's t on mean, stddev, rounds)"}
+
+
+def _drop_rounds(path: Path) -> Path:
+    data = json.loads(path.read_text())
+    for b in data["benchmarks"]:
+        del b["stats"]["data"]
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_identical_work_without_rounds_is_no_regression(tmp_path: Path, trial: int) -> None:
+    """The same ordinary noise, saved without rounds: Welch's t on the saved statistics names no regression."""
+    rng = random.Random(200 + trial)
+    base = _drop_rounds(synthetic_run(tmp_path / "base.json", rng, TIMES, shift=rng.uniform(-0.01, 0.01)))
+    new = _drop_rounds(synthetic_run(tmp_path / "new.json", rng, TIMES, shift=rng.uniform(-0.01, 0.01)))
+    done = gpucheck_compare(base, new)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No regression beyond 5%" in done.stdout and "Welch's t" in done.stdout
+
+
+def test_a_shift_inside_the_iqr_over_many_rounds_is_named(tmp_path: Path) -> None:
+    """Issue 23: without rounds, +20 % over 50 rounds read "within noise" because it lay inside the IQR of a
+    wide spread; the saved stddev and rounds say it is beyond noise."""
+    rng = random.Random(23)
+    times = {"test_wide": 0.003}
+    base = _drop_rounds(synthetic_run(tmp_path / "base.json", rng, times, sigma=0.3, rounds=50))
+    new = _drop_rounds(synthetic_run(tmp_path / "new.json", rng, {"test_wide": 0.0036}, sigma=0.3, rounds=50))
+    report = json.loads(gpucheck_compare(base, new, "--json").stdout)
+    [row] = report["benchmarks"]
+    stats = [json.loads(p.read_text())["benchmarks"][0]["stats"] for p in (base, new)]
+    assert row["change"] < max(s["iqr"] / s["median"] for s in stats)  # inside the IQR: the old "noise"
+    assert row["verdict"] == "slower" and row["p_value"] < 0.05 and report["exit_status"] == 1
+
+
+def _faster_everywhere_but_ten_outliers(tmp_path: Path) -> tuple[Path, Path]:
+    """The new run is 20 % faster at every percentile up to the 99th; ten of its 1,000 rounds were
+    interrupted (50 times longer), which lifts its max and mean above the base run's."""
+    rng = random.Random(5)
+    base_rounds = [0.001 * math.exp(rng.gauss(0, 0.05)) for _ in range(1000)]
+    new_rounds = [0.0008 * math.exp(rng.gauss(0, 0.05)) for _ in range(1000)]
+    for i in rng.sample(range(1000), 10):
+        new_rounds[i] *= 50
+    base = write_run(tmp_path / "base.json", [bench_entry("test_fast", base_rounds)])
+    new = write_run(tmp_path / "new.json", [bench_entry("test_fast", new_rounds)])
+    return base, new
+
+
+@pytest.mark.parametrize("metric", ["max", "mean", "median"])
+def test_the_verdict_direction_comes_from_the_test_not_the_metric(tmp_path: Path, metric: str) -> None:
+    """Issue 23: with --metric max (or mean), ten outlier rounds read "+201.1% slower REGRESSION p=1.8e-241" for
+    a benchmark faster at every percentile up to the 99th. The direction now comes from the rank test's
+    own estimate (Hodges-Lehmann); the metric only reports its change."""
+    base, new = _faster_everywhere_but_ten_outliers(tmp_path)
+    done = gpucheck_compare(base, new, "--metric", metric, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [row] = json.loads(done.stdout)["benchmarks"]
+    assert row["verdict"] == "faster" and not row["regression"]
+    assert -0.25 < row["shift"] < -0.15
+    if metric != "median":
+        assert row["change"] > 0  # the metric reports what it saw
+    text = gpucheck_compare(base, new, "--metric", metric).stdout
+    assert "faster (shift -" in text and "REGRESSION" not in text
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_a_benchmark_made_twice_as_fast_is_named_faster_and_exits_0(tmp_path: Path, trial: int) -> None:
+    rng = random.Random(300 + trial)
+    quick = sorted(TIMES)[trial]
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES)
+    new = synthetic_run(tmp_path / "new.json", rng, {k: v / (2 if k == quick else 1) for k, v in TIMES.items()})
+    done = gpucheck_compare(base, new, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["regressions"] == []
+    assert [r["name"] for r in report["benchmarks"] if r["verdict"] == "faster"] == [f"test_x.py::{quick}"]
+    text = gpucheck_compare(base, new).stdout
+    assert "No regression beyond 5%" in text and "1 faster" in text
+
+
+@pytest.mark.parametrize(("given", "printed"), [("2.5", "2.5%"), ("0.05", "0.05%"), ("5%", "5%"), ("12.75%", "12.75%")])
+def test_the_threshold_is_printed_as_given(tmp_path: Path, given: str, printed: str) -> None:
+    """Issue 23: --threshold 2.5 printed "beyond 2%", 0.05 "beyond 0%"."""
+    rng = random.Random(9)
+    base = synthetic_run(tmp_path / "base.json", rng, TIMES)
+    new = synthetic_run(tmp_path / "new.json", rng, {**TIMES, "test_b1": TIMES["test_b1"] * 2})
+    for args in ((), ("--markdown",)):
+        done = gpucheck_compare(base, new, "--threshold", given, *args)
+        assert done.returncode == 1
+        assert f"regression beyond {printed}: " in done.stdout, done.stdout
+    assert json.loads(gpucheck_compare(base, new, "--threshold", given, "--json").stdout)["threshold_text"] == printed
 
 
 def test_run_ids_in_a_storage_folder(tmp_path: Path) -> None:
@@ -200,6 +296,8 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
         (tmp_path / f"{name}.json").write_text(text.replace('"median": 1.0', f'"median": {median}'))
     (tmp_path / "twice.json").write_text(json.dumps({"benchmarks": [entry, entry]}))
     (tmp_path / "taken.png").mkdir()
+    (tmp_path / "empty.json").write_text(json.dumps({**json.loads(good.read_text()), "benchmarks": []}))
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(good.read_bytes())[:200])
     return {
         "missing": ([tmp_path / "nope.json", good], "is not a file"),
         "folder": ([tmp_path, good], "is a folder"),
@@ -218,6 +316,8 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
         "a benchmark twice": ([tmp_path / "twice.json", good], "has the benchmark test_x.py::test_b0 twice"),
         "plot onto a folder": ([good, good, "--plot", tmp_path / "taken.png"], "it is a folder"),
         "usage": ([good, "--json", "--markdown"], "(see gpucheck compare --help)"),
+        "no benchmarks": ([good, tmp_path / "empty.json"], "has no benchmarks (its 'benchmarks' list is empty)"),
+        "gzip cut short": ([tmp_path / "cut.json.gz", good], "is gzip-compressed but cut short"),
     }
 
 
@@ -225,7 +325,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str | Path], str]]:
     "case",
     ["missing", "folder", "not json", "binary", "json list", "a gpucheck report", "no stats", "nothing in common",
      "unknown run id", "plot extension", "threshold", "nan median", "zero time", "huge number", "a benchmark twice",
-     "plot onto a folder", "usage"],
+     "plot onto a folder", "usage", "no benchmarks", "gzip cut short"],
 )
 def test_unusable_input_exits_2_with_one_sentence(tmp_path: Path, case: str) -> None:
     args, expected = _bad_inputs(tmp_path)[case]
@@ -262,6 +362,28 @@ def test_plot_draws_a_real_png(tmp_path: Path) -> None:
     assert red.sum() > 100  # the slower benchmark's bar
     svg = tmp_path / "changes.svg"
     assert gpucheck_compare(base, new, "--plot", svg).returncode == 1 and svg.read_text().lstrip().startswith("<?xml")
+
+
+def test_hodges_lehmann_is_the_median_of_every_difference() -> None:
+    """Against the definition, computed the long way: the median of all n·m differences new - base."""
+    assert compare.hodges_lehmann([1.0, 2.0, 3.0], [4.0, 6.0, 8.0]) == pytest.approx(4.0)  # 1 2 3 3 [4] 5 5 6 7
+    rng = random.Random(4)
+    for _ in range(20):
+        a = [rng.lognormvariate(0, 0.3) for _ in range(rng.randint(1, 60))]
+        b = [rng.lognormvariate(0.1, 0.5) for _ in range(rng.randint(1, 60))]
+        every = statistics.median([y - x for x in a for y in b])
+        assert compare.hodges_lehmann(a, b) == pytest.approx(every, rel=1e-9, abs=1e-12)
+
+
+def test_student_t_matches_the_tables() -> None:
+    """Two-sided p of Student's t at the tabulated 97.5 % and 99.5 % points (p = 0.05 and 0.01), and
+    scipy.stats.t.sf(2, 10) * 2 = 0.0733880347707 (scipy 1.17.1, run once)."""
+    for t, df, p in ((12.7062047361747, 1, 0.05), (2.57058183661474, 5, 0.05), (2.228138851986, 10, 0.05),
+                     (2.75, 30, 0.01), (3.16927267261695, 10, 0.01), (1.959963984540054, 1e9, 0.05)):
+        assert compare.student_t_p(t, df) == pytest.approx(p, rel=2e-3 if df == 30 else 1e-6)
+        assert compare.student_t_p(-t, df) == compare.student_t_p(t, df)
+    assert compare.student_t_p(2.0, 10) == pytest.approx(0.0733880347707, rel=1e-9)
+    assert compare.student_t_p(0.0, 3) == 1.0 and compare.student_t_p(math.inf, 3) == 0.0
 
 
 def test_mann_whitney_matches_scipy() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -39,8 +40,10 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (where / "test_bench.py").write_text("def test_sum(benchmark):\n    benchmark(sum, range(100))\n")
     subprocess.run(
         [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-framework=none", "--gpucheck-json=report.json",
-         "-q", "-p", "no:cacheprovider", "test_bench.py", "--benchmark-json=bench.json"],
+         "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "test_bench.py", "--benchmark-json=bench.json"],
         cwd=where, capture_output=True, timeout=300, check=False,
+        # Under xdist this suite's worker variables would make pytest-benchmark switch itself off in the child.
+        env={k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))},
     )
     return {
         "report": json.loads((where / "report.json").read_text()),

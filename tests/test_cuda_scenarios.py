@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun, tensorflow_facts
+from tests.contracts import assert_one_red_line
 from gpucheck.blocking import layers_needed as requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "cuda"
@@ -71,6 +72,10 @@ def test_scenario(
     for name in expect.get("failed_checks", []):
         assert name in failed, (name, failed)
     run.result.stdout.fnmatch_lines(expect.get("output", []))
+    for pattern in expect.get("output_absent", []):
+        run.result.stdout.no_fnmatch_line(pattern)
+    if run.report["verdict"] == "not-accelerated":
+        assert_one_red_line(run.report)
     # The root cause's layer is the lowest broken one; checked layers that need it are blocked (the needs
     # graph: NVML's resources and health readings do not need TensorFlow).
     rc_layer = run.report["root_cause"]["layer"]

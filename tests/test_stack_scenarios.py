@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
+from tests.contracts import assert_one_red_line
 from gpucheck.blocking import layers_needed as requires
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "stack"
@@ -49,9 +50,7 @@ def test_scenario(
     run.result.stdout.fnmatch_lines(expect.get("output", []))
     # One red line: only the checks of the root cause's own question fail; every layer that needs the root
     # cause's layer is blocked (the needs graph: NVML's resources and health do not need TensorFlow).
-    failed = [c for c in run.report["checks"] if c["outcome"] == "failed"]
-    assert failed and all(expect["root_cause"] in c["finding_ids"] or c["finding_ids"] for c in failed)
-    assert any(expect["root_cause"] in c["finding_ids"] for c in failed)
+    assert_one_red_line(run.report)
     rc_layer = run.report["root_cause"]["layer"]
     for entry in run.report["layers"]:
         if rc_layer in requires(entry["layer"]) and entry["state"] != "not checked":

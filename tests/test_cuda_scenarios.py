@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun, tensorflow_facts
-from tests.contracts import assert_one_red_line
 from gpucheck.blocking import layers_needed as requires
+from tests.contracts import assert_one_red_line
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "cuda"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from tests.contracts import assert_one_red_line
 from gpucheck.blocking import layers_needed as requires
+from tests.contracts import assert_one_red_line
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "stack"
 SHADOW_DIR = Path(__file__).parent / "shadow"

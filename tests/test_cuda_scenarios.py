@@ -52,6 +52,12 @@ def test_scenario(
         evidence = run.finding(fid)["evidence"]
         for key, value in fields.items():
             assert evidence.get(key) == value, (fid, key, evidence)
+    for fid, pattern in expect.get("summary", {}).items():
+        assert fnmatch.fnmatch(run.finding(fid)["summary"], pattern), (pattern, run.finding(fid)["summary"])
+    # Which of the things a finding looked for were found (its evidence names each with "found": a path or null).
+    for fid, found in expect.get("evidence_found", {}).items():
+        evidence = run.finding(fid)["evidence"]
+        assert {name: evidence[name]["found"] is not None for name in found} == found, evidence
     for fid, fields in expect.get("evidence_contains", {}).items():
         evidence = run.finding(fid)["evidence"]
         for key, values in fields.items():

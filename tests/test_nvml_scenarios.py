@@ -10,7 +10,7 @@ tests/fakes/libnvidia-ml.c) and what the report must say (``expect``):
   own root cause must be the expected one wherever that lies below them.
 - ``findings`` / ``absent`` / ``once`` (exactly one finding of the id: no duplicates across rules),
   ``subjects`` (the GPUs a finding is about), ``severity``, ``evidence`` (a subset), ``summary``
-  (a glob), ``facts`` (dotted paths into the report's facts), ``checks`` (a check's outcome and the
+  (a glob), ``remedy`` (a glob), ``facts`` (dotted paths into the report's facts), ``checks`` (a check's outcome and the
   finding ids it recorded, by node name), ``output`` (terminal lines, globs), ``max_seconds``.
 """
 
@@ -127,6 +127,9 @@ def test_scenario(
     for fid, pattern in expect.get("summary", {}).items():
         summaries = [f["summary"] for f in report["findings"] if f["id"] == fid]
         assert any(fnmatch.fnmatch(s, pattern) for s in summaries), (pattern, summaries)
+    for fid, pattern in expect.get("remedy", {}).items():
+        remedies = [f["remedy"] for f in report["findings"] if f["id"] == fid]
+        assert any(fnmatch.fnmatch(s, pattern) for s in remedies), (pattern, remedies)
     for key, value in expect.get("facts", {}).items():
         assert dig(report["facts"], key) == value, key
 

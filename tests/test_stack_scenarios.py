@@ -43,6 +43,8 @@ def test_scenario(
         assert fid in run.finding_ids
     for fid in expect.get("absent", []):
         assert fid not in run.finding_ids
+    for fid in expect.get("once", []):
+        assert run.finding_ids.count(fid) == 1, (fid, run.finding_ids)
     for fid, fields in expect.get("evidence", {}).items():
         evidence = run.finding(fid)["evidence"]
         for key, value in fields.items():

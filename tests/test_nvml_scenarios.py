@@ -52,6 +52,8 @@ ISSUE_FINDINGS = (
 #: Layers that no fake machine can make healthy: TensorFlow needs a CUDA runtime and a real GPU to
 #: register one and place ops on it.
 FAKE_WORLD_LAYERS = frozenset({"libraries", "framework", "placement"})
+#: Faults read off NVML alone (resources, health): they need the driver and the GPUs' visibility, not TensorFlow.
+NVML_READINGS = frozenset({"gpu-memory-exhausted", "ecc-errors", "clocks-throttled", "pcie-link-degraded", "p2p-unavailable"})
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -108,6 +110,13 @@ def test_scenario(
         assert actual["id"] == rc["id"] or actual["layer"] in FAKE_WORLD_LAYERS, actual
     elif actual is not None:
         assert actual["layer"] in FAKE_WORLD_LAYERS, actual
+    if actual is not None:
+        assert_one_red_line(report)
+        # README ("Checks"): NVML's memory and health readings do not need TensorFlow, so above a root cause
+        # that only the fake world breaks (TensorFlow's side) they are marked independent of it in the JSON.
+        for f in report["findings"]:
+            if f["id"] in NVML_READINGS and f["severity"] != "info":
+                assert f["independent_of_root_cause"] is (actual["layer"] in FAKE_WORLD_LAYERS), (f["id"], actual["id"])
 
     ids = run.finding_ids
     for fid in expect.get("findings", []):

@@ -178,7 +178,9 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
     a symbolic link to a path of this machine (``{"usr/local/cuda": "/usr/local/cuda"}``: the CUDA
     toolkit installed here stands for the one the modelled machine had). A target that does not exist
     here leaves a dangling link, as a toolkit that is not installed: :func:`missing_link_targets` names
-    those, for tests that need them to skip or to expect what their absence causes.
+    those, for tests that need them to skip or to expect what their absence causes. ``files``: ``{path in
+    the host view: {"text": ..., "mode": ...}}``, files written there (a toolkit's ``bin/ptxas`` as a script
+    that answers ``--version`` as the real one does).
     """
     pci = root / "sys/bus/pci/devices"
     pci.mkdir(parents=True, exist_ok=True)
@@ -212,6 +214,11 @@ def make_host_root(root: Path, host: dict[str, Any]) -> Path:
         link = root / path.lstrip("/")
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target)
+    for path, spec in host.get("files", {}).items():
+        file = root / path.lstrip("/")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(spec["text"])
+        file.chmod(spec.get("mode", 0o644))
     return root
 
 

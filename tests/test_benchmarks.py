@@ -137,9 +137,10 @@ print(2 * n ** 3 / best)
 def test_matmul_benchmark_reaches_a_plain_tf_function_loop(
     benchmark: BenchmarkFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 13: gpucheck's float32 matmul benchmark reaches at least 0.9 of the best float32 matmul FLOP/s
-    the same TensorFlow reaches on the same device and shape in a plain tf.function loop, measured in this
-    run: the plain loop before and after gpucheck's (the better of the two), gpucheck's best round."""
+    """Issue 13: gpucheck's float32 matmul benchmark against the best float32 matmul FLOP/s the same
+    TensorFlow reaches on the same device and shape in a plain tf.function loop, measured in this run: the
+    plain loop before and after gpucheck's (the better of the two), gpucheck's best round. The ratio (target:
+    at least 0.9) is this benchmark's figure, shown at the end of the run, not an assert (issue 25)."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
 
     def plain() -> float:
@@ -160,7 +161,9 @@ def test_matmul_benchmark_reaches_a_plain_tf_function_loop(
     BENCHMARK_RATIOS[benchmark.name] = (
         f"gpucheck {ours / 1e9:.1f} GFLOP/s / plain tf.function loop {max(before, after) / 1e9:.1f} GFLOP/s = {ratio:.2f}"
     )
-    assert ratio >= 0.9, benchmark.extra_info
+    # The ratio is this benchmark's figure (extra_info, and the summary at the end of the run), not an assert:
+    # a speed target in an assert fails on a loaded machine. It measured something, in both loops:
+    assert ours > 0 and min(before, after) > 0, benchmark.extra_info
 
 
 @pytest.mark.benchmark(group="compare", disable_gc=False, warmup=False)

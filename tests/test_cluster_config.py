@@ -62,6 +62,9 @@ BAD: dict[str, tuple[str, str, str]] = {
     ),
     "port not a number": (tf_config({"worker": ["10.0.0.1:http", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "not a port number"),
     "port out of range": (tf_config({"worker": ["10.0.0.1:70000", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "out of range"),
+    # Port 0 binds whatever port the system hands out, which no peer can know: "The GrpcChannelCache needs the
+    # actual ports of the TF servers in order to correctly connect" (https://github.com/tensorflow/tensorflow/issues/11081).
+    "port 0": (tf_config({"worker": ["10.0.0.1:0", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "out of range"),
     "no port": (tf_config({"worker": ["10.0.0.1", "10.0.0.2:2222"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.worker[0]", "no port"),
     "two chiefs": (tf_config({"chief": TWO, "worker": ["10.0.0.3:1"]}, {"type": "worker", "index": 0}), "TF_CONFIG cluster.chief", "at most one chief"),
     "ps without worker": (tf_config({"chief": ["10.0.0.1:1"], "ps": ["10.0.0.3:2222"]}, {"type": "ps", "index": 0}), "TF_CONFIG cluster", "at least one worker"),

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import GpucheckRun, tensorflow_facts
 from gpucheck.blocking import layers_needed as requires
+from tests.contracts import assert_one_red_line
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "cuda"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.json"))
@@ -51,6 +52,12 @@ def test_scenario(
         evidence = run.finding(fid)["evidence"]
         for key, value in fields.items():
             assert evidence.get(key) == value, (fid, key, evidence)
+    for fid, pattern in expect.get("summary", {}).items():
+        assert fnmatch.fnmatch(run.finding(fid)["summary"], pattern), (pattern, run.finding(fid)["summary"])
+    # Which of the things a finding looked for were found (its evidence names each with "found": a path or null).
+    for fid, found in expect.get("evidence_found", {}).items():
+        evidence = run.finding(fid)["evidence"]
+        assert {name: evidence[name]["found"] is not None for name in found} == found, evidence
     for fid, fields in expect.get("evidence_contains", {}).items():
         evidence = run.finding(fid)["evidence"]
         for key, values in fields.items():
@@ -71,6 +78,10 @@ def test_scenario(
     for name in expect.get("failed_checks", []):
         assert name in failed, (name, failed)
     run.result.stdout.fnmatch_lines(expect.get("output", []))
+    for pattern in expect.get("output_absent", []):
+        run.result.stdout.no_fnmatch_line(pattern)
+    if run.report["verdict"] == "not-accelerated":
+        assert_one_red_line(run.report)
     # The root cause's layer is the lowest broken one; checked layers that need it are blocked (the needs
     # graph: NVML's resources and health readings do not need TensorFlow).
     rc_layer = run.report["root_cause"]["layer"]

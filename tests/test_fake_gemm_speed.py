@@ -228,7 +228,8 @@ def test_tensorflow_matmuls_on_the_slow_h100_run_at_its_set_speed(
     assert trace_by_dtype(proc.stderr) == {
         label: {(entry[label], label, size, size, size, 1)} for label, (_dtype, _tf32, size) in DTYPES.items()
     }, proc.stderr[-4000:]
-    # The sleep bounds the speed from above; TensorFlow's own per-op overheads only slow it.
+    # The sleep bounds the speed from above (no load can make it faster); TensorFlow's own per-op overheads
+    # and a loaded machine only slow it, so the lower bound only says the fake did not stall (ten times slower).
     measured = out["tflops"]
     for label, tflops in expected.items():
-        assert 0.5 * tflops <= measured[label] <= 1.05 * tflops, (label, measured, expected)
+        assert 0.1 * tflops <= measured[label] <= 1.05 * tflops, (label, measured, expected)

@@ -89,8 +89,11 @@ def test_healthy_h100_reads_healthy_except_for_kernel_results(
     # TensorFlow 2.21 drops memory growth once a logical device is configured: a note of its own.
     dropped = run.finding("memory-growth-dropped")
     assert dropped["severity"] == "info" and tf["growth_kept_with_logical_devices"] is False
-    # No deliberate 10 s wait: the whole run on this 2-core machine takes a few seconds of TensorFlow.
-    assert run.report["facts"]["placement"]["exit"]["duration_s"] < 60
+    # Did not hang: the TensorFlow child ended by itself within the run's time limit (its duration is a figure,
+    # not a speed target; no step allocates past a limit on purpose, which would cost TensorFlow's 10 s retry).
+    placement = run.report["facts"]["placement"]["exit"]
+    assert placement["status"] == "ok", placement
+    assert placement["duration_s"] < run.report["settings"]["timeout"]["value"], placement
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from conftest import GpucheckRun
 from gpucheck.performance import plan as benchplan
 from gpucheck.performance.facts import BenchmarkRun
 from gpucheck.performance.probe import derive
+from gpucheck.performance.rules import MIN_JUDGED_STEP_S
 
 
 @pytest.fixture(autouse=True)
@@ -245,7 +246,8 @@ def test_underperforming_gpus_and_poor_scaling_through_the_full_path(
     for gpu in (0, 1):
         ev = slow[(f"GPU-{gpu}", f"test_matmul[GPU:{gpu}-bfloat16]")]["evidence"]
         assert ev["model"] == "H100 SXM5 80GB" and ev["expected"] == pytest.approx(989.4)
-        assert 0.05 < ev["share_of_expected"] < 0.5, ev
+        # The fake's sleep bounds the speed from above (a loaded machine only slows it): below half, above zero.
+        assert 0 < ev["share_of_expected"] < 0.5, ev
     # GPU 0's clocks explain its figures (its x4 link does not explain work on the GPU); GPU 1 has nothing
     # below that explains them, and its findings say so.
     for what in ("matmul[GPU:0-bfloat16]", "copy[GPU:0-d2d]"):
@@ -291,5 +293,9 @@ def test_launch_bound_scaling_is_not_judged(
     run = run_gpucheck("--gpucheck-benchmarks", "-p", "no:xdist", "-k", "towers and GPU", timeout=600)
     perf = run.report["facts"]["performance"]["facts"]["benchmarks"]
     one = next(b for b in perf if b["name"] == "test_scaling[towers-GPU-x1]")
-    assert one["extra_info"]["step_s"] < 0.005, one
+    step = one["extra_info"]["step_s"]
+    # The step's length is a measurement (no speed target in an assert): on a machine loaded enough to stretch a
+    # launch-bound step past the rule's threshold, the premise does not hold and the rule is asked nothing.
+    if step >= MIN_JUDGED_STEP_S:
+        pytest.skip(f"one GPU's step took {step * 1e3:.1f} ms on this loaded machine: not launch-bound here")
     assert "scaling-inefficient" not in run.finding_ids

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +36,53 @@ from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN, TEMP_PREFIX, ReportWrit
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="mknod of a device needs root")
-not_root = pytest.mark.skipif(ROOT, reason="root may write files whatever their mode")
+
+
+def unprivileged(fn: Callable[[str], object], path: str) -> str:
+    """``fn(path)`` in a forked child that is no superuser (root may write files whatever their mode): as root,
+    the child drops to ``nobody`` (no supplementary groups) before the call. Returns what it returned
+    (``ok: ...``) or raised (``ValueError: ...``), after ``uid=N`` of the caller it ran as."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 0
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                nobody = pwd.getpwnam("nobody")
+                os.setgroups([])
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+            try:
+                message = f"ok: {fn(path)!r}"
+            except Exception as exc:  # noqa: BLE001 - what it raised is the answer, whatever it is
+                message = f"{type(exc).__name__}: {exc}"
+            os.write(write_end, f"uid={os.geteuid()}\n{message}".encode())
+        except BaseException:  # noqa: BLE001 - a forked child never returns into pytest
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and data, (status, data)
+    who, _, message = data.partition("\n")
+    assert who != "uid=0", "the child still runs as root"
+    return message
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A folder an unprivileged child can reach and write in (pytest's tmp_path is root's own, mode 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="gpucheck-unprivileged-"))
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        for child in path.iterdir():
+            child.chmod(0o755)
+        shutil.rmtree(path)
 FAST = ("--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider")
 TEXT = '{"schema": "gpucheck-report/1"}\n'
 
@@ -236,20 +285,24 @@ def test_relative_path_is_made_absolute_at_start(tmp_path: Path, monkeypatch: py
     assert parse_report_path("r.json") == str(tmp_path / "r.json")
 
 
-@not_root
-def test_read_only_file_is_refused_at_start(tmp_path: Path) -> None:
-    target = tmp_path / "r.json"
+def test_read_only_file_is_refused_at_start(shared_tmp: Path) -> None:
+    target = shared_tmp / "r.json"
     target.write_text("")
     target.chmod(0o444)
-    with pytest.raises(ValueError, match="cannot be opened for writing"):
-        parse_report_path(str(target))
+    outcome = unprivileged(parse_report_path, str(target))
+    assert outcome.startswith("ValueError: ") and "cannot be opened for writing" in outcome, outcome
+    # A file that is writable is accepted by the same unprivileged caller.
+    target.chmod(0o666)
+    assert unprivileged(parse_report_path, str(target)) == f"ok: {str(target)!r}"
 
 
-@not_root
-def test_read_only_directory_is_refused_at_start(tmp_path: Path) -> None:
-    (tmp_path / "ro").mkdir(mode=0o555)
-    with pytest.raises(ValueError, match="no file can be created in"):
-        parse_report_path(str(tmp_path / "ro" / "r.json"))
+def test_read_only_directory_is_refused_at_start(shared_tmp: Path) -> None:
+    (shared_tmp / "ro").mkdir(mode=0o555)
+    (shared_tmp / "ro").chmod(0o555)
+    outcome = unprivileged(parse_report_path, str(shared_tmp / "ro" / "r.json"))
+    assert outcome.startswith("ValueError: ") and "no file can be created in" in outcome, outcome
+    (shared_tmp / "ro").chmod(0o777)
+    assert unprivileged(parse_report_path, str(shared_tmp / "ro" / "r.json")) == f"ok: {str(shared_tmp / 'ro' / 'r.json')!r}"
 
 
 # --- through the real command line ------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import GpucheckRun
 from gpucheck.blocking import layers_needed as requires
+from tests.contracts import assert_one_red_line
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios" / "stack"
 SHADOW_DIR = Path(__file__).parent / "shadow"
@@ -42,6 +43,8 @@ def test_scenario(
         assert fid in run.finding_ids
     for fid in expect.get("absent", []):
         assert fid not in run.finding_ids
+    for fid in expect.get("once", []):
+        assert run.finding_ids.count(fid) == 1, (fid, run.finding_ids)
     for fid, fields in expect.get("evidence", {}).items():
         evidence = run.finding(fid)["evidence"]
         for key, value in fields.items():
@@ -49,9 +52,7 @@ def test_scenario(
     run.result.stdout.fnmatch_lines(expect.get("output", []))
     # One red line: only the checks of the root cause's own question fail; every layer that needs the root
     # cause's layer is blocked (the needs graph: NVML's resources and health do not need TensorFlow).
-    failed = [c for c in run.report["checks"] if c["outcome"] == "failed"]
-    assert failed and all(expect["root_cause"] in c["finding_ids"] or c["finding_ids"] for c in failed)
-    assert any(expect["root_cause"] in c["finding_ids"] for c in failed)
+    assert_one_red_line(run.report)
     rc_layer = run.report["root_cause"]["layer"]
     for entry in run.report["layers"]:
         if rc_layer in requires(entry["layer"]) and entry["state"] != "not checked":

@@ -33,7 +33,8 @@ def driver_rules(facts: Facts, settings: Settings) -> list[Finding]:
     - ``nvml-missing``: libnvidia-ml.so.1 does not load;
     - else nvmlInit's error: ``driver-library-mismatch`` (18), ``driver-not-loaded`` (9), ``gpu-lost`` (15),
       ``nvml-missing`` (any other); one CUDA already reported joins it as evidence;
-    - ``driver-library-mismatch``: libcuda's file name and the kernel module differ in version.
+    - ``driver-library-mismatch``: libcuda's file name and the kernel module differ in version (not for
+      a cuda-compat libcuda that cuInit refused with 804: that difference is by design).
     """
     out: list[Finding] = []
     cuda_crash = probe_failure("CUDA driver", "libcuda.so.1", facts.cuda.exit, settings.timeout)
@@ -113,7 +114,14 @@ def _driver_too_old(facts: Facts, init: CudaCall, lib_path: str | None, evidence
 def _forward_compat_unsupported(
     facts: Facts, init: CudaCall, lib_path: str | None, evidence: dict[str, Any]
 ) -> Finding:
-    """``forward-compat-unsupported``: cuInit returned CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)."""
+    """``forward-compat-unsupported``: cuInit returned CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804). The
+    compat libcuda differs from the kernel module by design: no ``driver-library-mismatch`` (reboot) beside it."""
+    module, library = facts.kernel.module_version, library_version(lib_path)
+    by_design = (
+        f" Its version ({library}) differs from the kernel module's ({module}) by design: rebooting changes nothing."
+        if library and module and library != module
+        else ""
+    )
     return finding(
         "forward-compat-unsupported",
         Severity.BLOCKER,
@@ -121,14 +129,15 @@ def _forward_compat_unsupported(
         cause=(
             f"{_call_text(init)}: the libcuda.so.1 loaded ({lib_path}) is a cuda-compat package newer than "
             "the kernel driver, and forward compatibility only works on data-center GPUs (and some "
-            "NGC-ready RTX); on this GPU the user-space driver must match the kernel module."
+            "NGC-ready RTX); on this GPU the user-space driver must match the kernel module." + by_design
         ),
         remedy=(
             "Remove the forward-compatibility libraries from the loader's path (the cuda-compat "
             "directory, e.g. /usr/local/cuda/compat, from LD_LIBRARY_PATH or /etc/ld.so.conf.d, then "
             "`sudo ldconfig`), or upgrade the NVIDIA driver itself to the CUDA version you need."
         ),
-        evidence={**evidence, "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
+        evidence={**evidence, "kernel_module": module, "user_space": library,
+                  "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH")},
     )
 
 
@@ -288,11 +297,14 @@ def _blind_without_nvml_init(f: Finding, facts: Facts) -> Finding:
 
 def _versions_differ(facts: Facts, out: list[Finding]) -> list[Finding]:
     """``driver-library-mismatch``: the version in libcuda's file name is not the kernel module's (an
-    upgrade without a reboot), unless a driver call already said so."""
+    upgrade without a reboot), unless a driver call already said so, or cuInit said the library is a
+    cuda-compat package (``forward-compat-unsupported``), which differs from the module by design."""
     cf = facts.cuda.facts
     lib_version = library_version(cf.library.path) if cf is not None else None
     module = facts.kernel.module_version
-    if not lib_version or not module or lib_version == module or any(f.id == "driver-library-mismatch" for f in out):
+    if not lib_version or not module or lib_version == module:
+        return []
+    if any(f.id in ("driver-library-mismatch", "forward-compat-unsupported") for f in out):
         return []
     return [_driver_library_mismatch(module, lib_version, {"libcuda": cf.library.path if cf else None})]
 

@@ -169,12 +169,18 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 }
 
 /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76 (cuda.h, CUdevice_attribute);
- * PCI_BUS_ID = 33, PCI_DEVICE_ID = 34, PCI_DOMAIN_ID = 50 come from gpus.N.pci_bus_id. Others are 0. */
+ * PCI_BUS_ID = 33, PCI_DEVICE_ID = 34, PCI_DOMAIN_ID = 50 come from gpus.N.pci_bus_id. Other attributes of
+ * the enum are 0. A number outside CUdevice_attribute (1 to CU_DEVICE_ATTRIBUTE_MAX - 1; 147 is the last in
+ * CUDA 13.0's cuda.h) is refused with CUDA_ERROR_INVALID_VALUE, and an ordinal that is no device with
+ * CUDA_ERROR_INVALID_DEVICE, as the driver API reference lists for cuDeviceGetAttribute
+ * (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__DEVICE.html): a probe that asks a wrong
+ * number reads an error, not a plausible 0. */
+#define FAKE_CU_DEVICE_ATTRIBUTE_MAX 148
 CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     if (!initialised) return 3;
     int m = device_slot(dev);
     if (m < 0) return 101;
-    if (!pi) return 1;
+    if (!pi || attrib < 1 || attrib >= FAKE_CU_DEVICE_ATTRIBUTE_MAX) return 1;
     char key[64];
     unsigned dom = 0, bus = 0, slot = 0;
     const char *pci = cfg_getf("gpus.%d.%s", m, "pci_bus_id");

@@ -52,7 +52,17 @@ cudaError_t cudaGetDevice(int *d) {
     *d = current_device;
     return 0;
 }
-cudaError_t cudaSetDevice(int d) { current_device = d; return 0; }
+/* cudaSetDevice: an ordinal that is no device of this process (0 <= d < cudaGetDeviceCount) is refused with
+ * cudaErrorInvalidDevice (101), as the runtime API reference lists (cuda_runtime_api.h, cudaSetDevice). */
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int d) {
+    int count = 0;
+    cudaError_t r = cudaGetDeviceCount(&count);
+    if (r) return r;
+    if (d < 0 || d >= count) return 101; /* cudaErrorInvalidDevice */
+    current_device = d;
+    return 0;
+}
 cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return 0; }
 cudaError_t cudaGetLastError(void) { return 0; }
 cudaError_t cudaPeekAtLastError(void) { return 0; }
@@ -111,7 +121,10 @@ static void *driver_symbol(const char *name) {
 cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device) {
     int (*get)(int *, int, int) = (int (*)(int *, int, int))driver_symbol("cuDeviceGetAttribute");
     if (!get) return 35;
-    return get(value, attr, device) == 0 ? 0 : 101; /* cudaErrorInvalidDevice */
+    /* The driver's CUDA_ERROR_INVALID_VALUE (an attribute outside the enum) is cudaErrorInvalidValue (1),
+     * any other refusal cudaErrorInvalidDevice (101), as cudaDeviceGetAttribute's reference lists both. */
+    int r = get(value, attr, device);
+    return r == 0 ? 0 : r == 1 ? 1 : 101;
 }
 
 cudaError_t cudaGetDeviceProperties_v2(struct fake_device_prop *p, int device) {

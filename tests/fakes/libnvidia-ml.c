@@ -34,7 +34,8 @@
  *   gpus.N.temperature (C), .power_usage (mW), .power_limit (mW), .pstate, .utilization_gpu, .utilization_memory (%)
  *   gpus.N.pcie.gen, .gen_max, .gpu_gen_max, .width, .width_max
  * Pairs (I < J):
- *   links.I-J.p2p_read, .p2p_nvlink (nvmlGpuP2PStatus_t), .topology (nvmlGpuTopologyLevel_t); links.default.* otherwise
+ *   links.I-J.p2p_read, .p2p_write, .p2p_nvlink, .p2p_atomics, .p2p_prop (nvmlGpuP2PStatus_t, one per
+ *                               capability index), .topology (nvmlGpuTopologyLevel_t); links.default.* otherwise
  *
  * Build variants (scenario-independent, -D flags): FAKE_NVML_NO_MEMORY_V2 (drivers before R510 lack
  * nvmlDeviceGetMemoryInfo_v2), FAKE_NVML_NO_PROCESSES_V3 (before R510: no nvmlDeviceGetComputeRunningProcesses_v3),
@@ -686,11 +687,19 @@ static long long link_value(int a, int b, const char *field, long long dflt) {
     return v && *v ? strtoll(v, NULL, 0) : dflt;
 }
 
+/* One status per capability index (nvmlGpuP2PCapsIndex_t, nvml.h): READ 0, WRITE 1, NVLINK 2, ATOMICS 3,
+ * PROP (PCI) 4, each read from its own field. An index the scenario does not describe answers
+ * NVML_P2P_STATUS_UNKNOWN (6), except READ (default OK) and NVLINK (default NOT_SUPPORTED), so a probe that
+ * asks the wrong index (the write one for the read one: an easy slip, see probes/nvml.py) reads a status no
+ * scenario gave. NVML_P2P_CAPS_INDEX_UNKNOWN (5) answers UNKNOWN; any other index is refused with
+ * NVML_ERROR_INVALID_ARGUMENT, as nvml.h documents ("device1 or device2 or p2pIndex is invalid"). */
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int index, int *status) {
+    static const char *const fields[] = {"p2p_read", "p2p_write", "p2p_nvlink", "p2p_atomics", "p2p_prop"};
+    static const long long defaults[] = {0, 6, 5, 6, 6};
     DEVICE_ENTRY(a);
     if (!b || !status) return NVML_ERROR_INVALID_ARGUMENT;
     if (index < 0 || index > 5) return NVML_ERROR_INVALID_ARGUMENT;
-    *status = (int)link_value(a->gpu, b->gpu, index == 2 ? "p2p_nvlink" : "p2p_read", index == 2 ? 5 : 0);
+    *status = index == 5 ? 6 : (int)link_value(a->gpu, b->gpu, fields[index], defaults[index]);
     return NVML_SUCCESS;
 }
 

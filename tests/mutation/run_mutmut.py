@@ -1,0 +1,93 @@
+"""Mutation testing of the contract modules (tox -e mutation): mutmut over a copy of the project.
+
+The contracts: the decision and the blocking (gpucheck/blocking.py), the exit status of a run
+(gpucheck/session.py: ``exit_status``), the cluster configuration reading (gpucheck/cluster/config.py).
+Only in-process tests are selected: a mutant lives in the pytest process (mutmut's trampoline), not in the
+probe children a full ``pytest --gpucheck`` run starts.
+
+The project is copied to a temporary folder with a ``[mutmut]`` section of its own (setup.cfg), so the
+work tree gets no ``mutants/`` folder and no configuration file. Prints mutmut's results and the survival
+rate per module; exits 0 (survivors are for the closing note: each gets a test or a reason).
+Usage: python tests/mutation/run_mutmut.py [--keep] [--root PATH] [--modules PATH,PATH]
+(``--root``: another tree of the project, e.g. an older commit's from ``git archive``, for a before/after
+comparison; a selected test file it lacks is left out.)
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MODULES = ("gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/config.py")
+#: Mutants of session.py outside ``exit_status`` are not contract code (the pytest session's plumbing).
+ONLY_FUNCTIONS = {"gpucheck/session.py": ("exit_status",)}
+TESTS = (
+    "tests/test_contracts.py",
+    "tests/test_cluster_config.py",
+    "tests/test_visibility_and_host.py::test_independent_of_root_cause",
+    "tests/test_plugin.py::test_exit_status_of_a_run",
+)
+
+
+def setup_cfg(root: Path, modules: tuple[str, ...]) -> str:
+    tests = [t for t in TESTS if (root / t.split("::")[0]).exists()]
+    lines = ["[mutmut]", "source_paths = gpucheck", "only_mutate ="]
+    lines += [f"    {m}" for m in modules]
+    lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
+    lines += ["also_copy =", "    conftest.py", "    README.md"]
+    lines += ["pytest_add_cli_args =", "    -p", "    no:cacheprovider", "    -p", "    no:xdist"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    keep = "--keep" in sys.argv
+    root = Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv else ROOT
+    # A run over all three takes about 25 minutes on two cores (cluster/config.py alone has ~1,150 mutants).
+    modules = tuple(sys.argv[sys.argv.index("--modules") + 1].split(",")) if "--modules" in sys.argv else MODULES
+    work = Path(tempfile.mkdtemp(prefix="gpucheck-mutation-"))
+    try:
+        for name in ("gpucheck", "tests"):
+            shutil.copytree(root / name, work / name, ignore=shutil.ignore_patterns("__pycache__", "mutants"))
+        for name in ("conftest.py", "pyproject.toml", "README.md"):
+            shutil.copy2(root / name, work / name)
+        (work / "setup.cfg").write_text(setup_cfg(root, modules))
+        mutmut = [sys.executable, "-m", "mutmut"]
+        subprocess.run([*mutmut, "run"], cwd=work, check=False)
+        done = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, capture_output=True, text=True, check=False)
+        print(done.stdout)
+        if done.returncode:
+            print(done.stderr, file=sys.stderr)
+        totals: Counter[tuple[str, str]] = Counter()
+        for line in done.stdout.splitlines():
+            m = re.match(r"\s*(gpucheck[\w.]+)\.x[_ǁ]?(\w+?)__mutmut_\d+: (\w[\w ]*)", line)
+            if not m:
+                continue
+            module, function, status = m.groups()
+            path = module.replace(".", "/") + ".py"
+            wanted = ONLY_FUNCTIONS.get(path)
+            if wanted is not None and not any(function.endswith(w) for w in wanted):
+                continue
+            totals[(path, "all")] += 1
+            totals[(path, status.strip())] += 1
+        for path in modules:
+            all_ = totals[(path, "all")]
+            survived = totals[(path, "survived")]
+            if all_:
+                print(f"{path}: {survived} of {all_} mutants survived ({100 * survived / all_:.0f}%)")
+        return 0
+    finally:
+        if keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

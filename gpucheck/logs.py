@@ -461,8 +461,8 @@ def reported_driver(lines: list[str] | tuple[str, ...]) -> tuple[str, list[str]]
 
 def legacy_driver(lines: list[str] | tuple[str, ...]) -> Finding | None:
     """``driver-too-old`` beside a cuInit that failed without a precise code (CUDA_ERROR_UNKNOWN), where the
-    driver the log shows is older than any TensorFlow GPU build needs (340.101 below CUDA 8's 367.48:
-    ``legacy_driver`` in log_patterns.json)."""
+    driver the log shows is older than any TensorFlow GPU build needs (340.101 below the 346.46 of CUDA 7.0,
+    that of the first TensorFlow releases: ``legacy_driver`` in log_patterns.json)."""
     shown = reported_driver(lines)
     if shown is None:
         return None
@@ -477,7 +477,7 @@ def legacy_driver(lines: list[str] | tuple[str, ...]) -> Finding | None:
         Severity.BLOCKER,
         summary=(
             f"The NVIDIA driver the log shows, {version}, is older than any TensorFlow GPU build needs "
-            f"(CUDA {cuda}, that of the oldest, needs {needed})."
+            f"(CUDA {cuda}, that of the first TensorFlow releases, needs {needed})."
         ),
         cause=(
             f"TensorFlow's CUDA diagnostics show driver {version}. NVIDIA's table of CUDA toolkits and their drivers "

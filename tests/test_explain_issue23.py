@@ -118,13 +118,13 @@ def test_nvml_versions_that_differ_on_linux_are_a_mismatch_not_under_wsl() -> No
 
 
 def test_a_legacy_driver_beside_cuinit_unknown_is_named_too_old() -> None:
-    """tensorflow#7653: CUDA_ERROR_UNKNOWN beside driver 340.101, older than CUDA 8 (TensorFlow's oldest GPU
-    build) needs. The root cause its history entry gives stays; the driver is named beside it."""
+    """tensorflow#7653: CUDA_ERROR_UNKNOWN beside driver 340.101, older than CUDA 7.0 (that of the first
+    TensorFlow releases) needs. The root cause its history entry gives stays; the driver is named beside it."""
     findings, _classification, rc = logs.explain(_lines(LOGS / "history" / "tf-7653-cuinit-unknown.log"))
     assert rc is not None and rc.id == "cuda-init-failed"
     (old,) = [f for f in findings if f.id == "driver-too-old"]
     assert old.severity is Severity.BLOCKER and old.layer == "compatibility"
-    assert (old.evidence["driver_version"], old.evidence["required_driver"]) == ("340.101.0", "367.48")
+    assert (old.evidence["driver_version"], old.evidence["required_driver"]) == ("340.101.0", "346.46")
     # A cuInit failure beside a driver new enough for its TensorFlow names no driver too old.
     others = logs.findings_from_log(_lines(ISSUE23 / "tf-24243-cuinit-unknown-same-versions.log"))
     assert [f.id for f in others] == ["cuda-init-failed"]

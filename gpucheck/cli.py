@@ -22,9 +22,13 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from gpucheck import __version__
+
+if TYPE_CHECKING:
+    from gpucheck.logs import Classification
+    from gpucheck.model import Finding
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,40 +77,71 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read(path: str) -> list[str]:
+    """The lines of the log at ``path`` (``-``: standard input), read by :mod:`gpucheck.inputfile`: bounded in size
+    and time, in whatever encoding it was saved (UTF-16 from PowerShell, Latin-1, gzip)."""
     from gpucheck.inputfile import read_text
 
     return read_text(path).splitlines()
 
 
 def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
+    """Print what the log shows to ``out``; the exit status: 1 when it shows a blocker, else 0. A reader that goes
+    away (`gpucheck explain LOG | head -1`) ends the printing without a traceback; the status stands."""
     from gpucheck.logs import explain
     from gpucheck.model import Severity
-    from gpucheck.report import failure_text
 
     findings, classification, rc = explain(lines)
+    status = 1 if any(f.severity is Severity.BLOCKER for f in findings) else 0
+    reconfigure = getattr(out, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")  # a log's characters the terminal's encoding cannot show
+    try:
+        _print_explanation(lines, as_json, findings, classification, rc, out)
+        out.flush()
+    except BrokenPipeError:
+        _reader_gone(out)
+    return status
+
+
+def _print_explanation(
+    lines: list[str], as_json: bool, findings: list[Finding], classification: Classification, rc: Finding | None, out: TextIO
+) -> None:
+    from gpucheck.report import failure_text
+
     if as_json:
         json.dump({"findings": [f.to_json() for f in findings]}, out, indent=2)
         out.write("\n")
-    else:
-        recognised = len(classification.matches)
-        out.write(
-            f"gpucheck explain: {len(lines)} lines read, {recognised} recognised "
-            f"({len(classification.harmless)} harmless)\n\n"
-        )
-        if not findings:
-            out.write("No line of this log shows a cause that keeps TensorFlow from the GPU.\n")
-        for f in findings:
-            out.write(failure_text(f) + "\n\n")
-        if classification.harmless:
-            counts = Counter(m.pattern.summary for m in classification.harmless)
-            out.write("harmless, no action needed:\n")
-            for summary, n in counts.items():
-                out.write(f"  - {summary} ({n} line{'s' if n != 1 else ''})\n")
-            out.write("\n")
-        if rc is not None:
-            out.write(f"root cause shown by this log: {rc.id} ({rc.layer})\n")
-        out.write("For a diagnosis of this machine itself, run `pytest --gpucheck`.\n")
-    return 1 if any(f.severity is Severity.BLOCKER for f in findings) else 0
+        return
+    recognised = len(classification.matches)
+    out.write(
+        f"gpucheck explain: {len(lines)} lines read, {recognised} recognised "
+        f"({len(classification.harmless)} harmless)\n\n"
+    )
+    if not findings:
+        out.write("No line of this log shows a cause that keeps TensorFlow from the GPU.\n")
+    for f in findings:
+        out.write(failure_text(f) + "\n\n")
+    if classification.harmless:
+        counts = Counter(m.pattern.summary for m in classification.harmless)
+        out.write("harmless, no action needed:\n")
+        for summary, n in counts.items():
+            out.write(f"  - {summary} ({n} line{'s' if n != 1 else ''})\n")
+        out.write("\n")
+    if rc is not None:
+        out.write(f"root cause shown by this log: {rc.id} ({rc.layer})\n")
+    out.write("For a diagnosis of this machine itself, run `pytest --gpucheck`.\n")
+
+
+def _reader_gone(out: TextIO) -> None:
+    """The reader of ``out`` went away (`| head`): what it read stands. Point the descriptor at /dev/null so the
+    interpreter's last flush at exit finds somewhere to write, instead of printing a BrokenPipeError."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -116,6 +116,8 @@ def classify(lines: list[str] | tuple[str, ...]) -> Classification:
             if m is None:
                 continue
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            if pattern.id == "nvidia-smi-versions-differ" and _differ_as_under_wsl(groups["nvml"], groups["driver"]):
+                continue  # the next pattern reads it as a header that is in order
             target = pattern.finding
             if pattern.id == "cuinit-failed":
                 code = cuinit_code(groups.get("detail", ""))
@@ -128,6 +130,17 @@ def classify(lines: list[str] | tuple[str, ...]) -> Classification:
         else:
             result.unrecognised.append(line)
     return result
+
+
+def _differ_as_under_wsl(nvml: str, driver: str) -> bool:
+    """Whether nvidia-smi's two versions differ as they do under WSL, where NVML is the Linux side's build
+    (555.52.01, 545.46) and the driver the Windows one (555.99, 546.80): a Windows driver version has two
+    parts and a major close to NVML's. A Linux driver of another install than its libraries (three parts,
+    or a major far from NVML's: 352.63 against 384.130) is a fault."""
+    n, d = knowledge.parse_version(nvml), knowledge.parse_version(driver)
+    if n is None or d is None:
+        return False
+    return len(d) == 2 and abs(n[0] - d[0]) <= 5
 
 
 # --- the log's own era: which CUDA and cuDNN its TensorFlow was built with ---------------------------------
@@ -325,10 +338,12 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
     memory = by_id.get("gpu-memory-exhausted", [])
     if explained_by is not None and memory and all(m.pattern.id in HANDLE_PATTERNS for m in memory):
         consequences = by_id.pop("gpu-memory-exhausted")
+    # A cuInit that failed without a precise code beside a driver too old for any TensorFlow.
+    too_old = legacy_driver(lines) if "cuda-init-failed" in by_id and "driver-too-old" not in by_id else None
     out: list[Finding] = []
     for cause_id, matches in by_id.items():
         first = min(matches, key=lambda m: _RANK.get(m.pattern.severity, 3))  # the most severe, then the earliest
-        groups = {**first.groups, "era_hint": era_hint(log_era)}
+        groups = {**_UNSHOWN, **first.groups, "era_hint": era_hint(log_era)}
         if first.pattern.id == "cudnn-version":
             groups.update({k: _cudnn_text(groups[k]) for k in ("loaded", "compiled") if k in groups})
         summary = _fill(first.pattern.summary, groups)
@@ -371,11 +386,111 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
         reports = sorted({m.pattern.report for m in matches if m.pattern.report})
         if reports:
             evidence["reports"] = reports
+        if cause_id == "cuda-init-failed" and too_old is not None:
+            cause = f"{cause} The driver the log shows is too old for TensorFlow (driver-too-old): replace it first."
+        if cause_id == "xla-toolchain-missing":
+            cause, remedy = _with_ptxas_search(found, cause, remedy, evidence)
         for key, value in groups.items():
-            if key not in ("library", "era_hint"):
+            if key not in ("library", "era_hint") and (key in first.groups or key not in _UNSHOWN):
                 evidence.setdefault(key, value)
         out.append(finding(cause_id, severity, summary=summary, cause=cause, remedy=remedy, evidence=evidence))
+    if too_old is not None:
+        out.append(too_old)
     return out
+
+
+#: What a message's text says where the pasted line lacks the part (a bare "Could not load dynamic library
+#: 'libcudnn.so.8'" has no dlerror).
+_UNSHOWN = {"dlerror": "the paste does not show the loader's reason (no dlerror part)"}
+
+
+def _with_ptxas_search(found: Classification, cause: str, remedy: str, evidence: dict[str, Any]) -> tuple[str, str]:
+    """XLA's own account of where it looked for ptxas ("Looking for ptxas at", "Using ptxas at"), where the
+    log has it (TF_CPP_VMODULE=asm_compiler=2): the candidates it tried in order and the one it took."""
+    looked: list[str] = []
+    used: str | None = None
+    for m in found.harmless:
+        if m.pattern.id != "ptxas-search":
+            continue
+        if "looked" in m.groups and m.groups["looked"] not in looked:
+            looked.append(m.groups["looked"])
+        used = m.groups.get("used") or m.groups.get("used_") or used
+    if not looked and used is None:
+        return cause, remedy
+    missing = [p for p in looked if p != used]
+    if looked:
+        evidence["ptxas_looked_at"] = looked
+    if used is not None:
+        evidence["ptxas_used"] = used
+    said = []
+    if missing and used is not None:
+        said.append(f"XLA looked for ptxas at {', '.join(missing)} (not there) and used {used}.")
+    elif used is not None:
+        said.append(f"XLA used the ptxas at {used}." if "/" in used else f"XLA used `{used}`, the first one on PATH.")
+    else:
+        said.append(f"XLA looked for ptxas at {', '.join(looked)}.")
+    doubled = [p for p in looked if "/bin/bin/" in p]
+    if doubled:
+        root = doubled[0].split("/bin/bin/")[0]
+        said.append(
+            f"{doubled[0]} cannot exist: XLA adds bin/ptxas to each CUDA directory it is given, and it was given "
+            f"{root}/bin, a bin directory instead of the toolkit's root."
+        )
+        remedy = f"{remedy} Here: `export XLA_FLAGS=--xla_gpu_cuda_data_dir={root}` (the toolkit's root, without bin)."
+    return f"{cause} {' '.join(said)}", remedy
+
+
+_DRIVER_REPORTED = re.compile(
+    r"(?:kernel|libcuda) reported version is: (?P<v>\d+\.\d+(?:\.\d+)?)|NVRM version: NVIDIA UNIX \S+ Kernel Module\s+(?P<w>\d+\.\d+(?:\.\d+)?)"
+)
+
+
+def reported_driver(lines: list[str] | tuple[str, ...]) -> tuple[str, list[str]] | None:
+    """The Linux driver version TensorFlow's CUDA diagnostics print after a failed cuInit (the kernel module's,
+    libcuda's, /proc/driver/nvidia/version), and the lines that show it; None when the log shows none."""
+    version: str | None = None
+    shown: list[str] = []
+    for line in lines:
+        m = _DRIVER_REPORTED.search(line)
+        if m:
+            v = m.group("v") or m.group("w")
+            version = version or v
+            shown.append(line.rstrip("\n"))
+    return (version, shown) if version is not None else None
+
+
+def legacy_driver(lines: list[str] | tuple[str, ...]) -> Finding | None:
+    """``driver-too-old`` beside a cuInit that failed without a precise code (CUDA_ERROR_UNKNOWN), where the
+    driver the log shows is older than any TensorFlow GPU build needs (340.101 below the 346.46 of CUDA 7.0,
+    that of the first TensorFlow releases: ``legacy_driver`` in log_patterns.json)."""
+    shown = reported_driver(lines)
+    if shown is None:
+        return None
+    version, evidence_lines = shown
+    floor = knowledge.data("log_patterns.json")["legacy_driver"]
+    needed, cuda = floor["driver"], floor["cuda"]
+    drv = knowledge.parse_version(version)
+    if drv is None or drv >= (knowledge.parse_version(needed) or ()):
+        return None
+    return finding(
+        "driver-too-old",
+        Severity.BLOCKER,
+        summary=(
+            f"The NVIDIA driver the log shows, {version}, is older than any TensorFlow GPU build needs "
+            f"(CUDA {cuda}, that of the first TensorFlow releases, needs {needed})."
+        ),
+        cause=(
+            f"TensorFlow's CUDA diagnostics show driver {version}. NVIDIA's table of CUDA toolkits and their drivers "
+            f"gives {needed} as the oldest driver for CUDA {cuda}, and no TensorFlow GPU build is of an older CUDA: "
+            "this driver runs none of them, whatever else makes cuInit fail."
+        ),
+        remedy=(
+            f"Install a newer NVIDIA driver for this GPU (at least {needed}, and what this TensorFlow's CUDA needs) and "
+            "reboot; if the newest driver NVIDIA publishes for the GPU is older (a legacy branch such as 340.xx is "
+            "the last for its GPUs), this GPU cannot run TensorFlow."
+        ),
+        evidence={"log_lines": evidence_lines[:12], "driver_version": version, "required_driver": needed},
+    )
 
 
 def explain(lines: list[str] | tuple[str, ...]) -> tuple[list[Finding], Classification, Finding | None]:

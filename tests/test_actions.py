@@ -5,6 +5,7 @@ terminal failure text and JUnit."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -125,7 +126,7 @@ def test_evidence_raises_the_action_and_never_lowers_it() -> None:
 def test_most_severe_follows_the_order() -> None:
     assert most_severe([]) == "none"
     assert most_severe(["reboot", "reconfigure", "reset-gpu"]) == "reboot"
-    for lower, higher in zip(ACTIONS, ACTIONS[1:], strict=False):
+    for lower, higher in itertools.pairwise(ACTIONS):
         assert most_severe([higher, lower]) == higher
 
 

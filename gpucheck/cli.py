@@ -9,6 +9,9 @@ does, 2 on a usage error.
 ``merge`` (``gpucheck.merge``) joins many hosts' reports into one table; exit 1 when a host is not
 accelerated, 2 on unusable input.
 
+``doctor`` (``gpucheck.doctor``) runs the diagnosis of ``pytest --gpucheck`` without pytest, for prologs, init
+containers and cron: exit 0 the node is usable, 1 not, 2 it could not be diagnosed.
+
 ``compare`` (``gpucheck.compare``) reads two pytest-benchmark runs and says what differs between the two
 machines and which benchmarks got slower beyond noise. Exit status: 0 no regression beyond the
 threshold, 1 at least one, 2 unusable input (one sentence).
@@ -73,6 +76,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     merge.add_argument("reports", nargs="*", metavar="REPORT.json", help="the hosts' reports")
     merge.add_argument("--json", metavar="PATH", help="also write the merged JSON to PATH ('-': standard output only)")
+    doctor = sub.add_parser(
+        "doctor",
+        help="diagnose this node without pytest (Slurm prolog, init container, cron): exit 0 usable, 1 not, 2 unknown",
+        description="Run the diagnosis of `pytest --gpucheck` without pytest and print a short summary (verdict, root "
+        "cause, remedy, recommended action). The settings are pytest's --gpucheck-NAME as --NAME, with the same "
+        "GPUCHECK_* environment variables. Exit status: 0 the node is usable, 1 it is not (--fail-on), 2 it could "
+        "not be diagnosed (bad option, interrupted or incomplete diagnosis, a file not written).",
+    )
+    from gpucheck.doctor import add_arguments as add_doctor_arguments
+
+    add_doctor_arguments(doctor)
     return parser
 
 
@@ -205,6 +219,18 @@ def run_merge(args: argparse.Namespace) -> int:
     return merge.exit_status(merged.hosts)
 
 
+def run_doctor(args: argparse.Namespace) -> int:
+    from gpucheck import doctor
+
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # a host's or a GPU's name the terminal cannot show
+    try:
+        req = doctor.request(args)
+    except doctor.DoctorError as exc:
+        return _error(doctor.PROG, str(exc), doctor.UNDIAGNOSED)
+    return doctor.run(req, sys.stdout, sys.stderr)
+
+
 def _same_file(a: str, b: str) -> bool:
     """``a`` and ``b`` name one file (through links, or ``./x`` and ``x``)."""
     try:
@@ -229,7 +255,12 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        if args.command == "doctor":
+            # A prolog's log gets one sentence, not the usage of every command.
+            return _error("gpucheck doctor", f"unrecognized arguments: {' '.join(unknown)} (see gpucheck doctor --help)", 2)
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "explain":
         from gpucheck.inputfile import Unreadable
 
@@ -242,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_compare(args)
     if args.command == "merge":
         return run_merge(args)
+    if args.command == "doctor":
+        return run_doctor(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -44,6 +44,13 @@ class Host:
     #: Key figures where the run measured them: the cluster's all-reduce (``allreduce_latency_ms``,
     #: ``allreduce_busbw_gbps``, this host's task), the best matmul (``matmul_tflops``, and its device).
     figures: dict[str, Any]
+    #: The CUDA version the driver supports (its API, "12.4"), the CUDA runtime and cuDNN the framework loads (else
+    #: those it was built with), the GPU model (the names NVML lists, "A + B" for a host with several): with the driver
+    #: and TensorFlow, what :func:`drift` compares across hosts.
+    cuda: str | None = None
+    cuda_runtime: str | None = None
+    cudnn: str | None = None
+    gpu_model: str | None = None
 
 
 class _Fleet(Exception):
@@ -99,6 +106,12 @@ def _host(path: str, report: Any) -> Host:
     driver = _text(dig(facts, "kernel", "module_version")) or _text(dig(facts, "nvml", "facts", "driver_version"))
     host = _text(dig(report, "environment", "host")) or os.path.splitext(os.path.basename(path))[0]
     complete = report.get("complete", True)
+    loaded = {
+        key: _text(lib.get("version")) for lib in as_list(dig(facts, "libraries", "facts", "libraries"))
+        if isinstance(lib, dict) and lib.get("loaded") is True and isinstance(key := lib.get("key"), str)
+    }
+    build = dig(facts, "framework", "facts", "build_info")
+    build = build if isinstance(build, dict) else {}
     return Host(
         host=host,
         path=path,
@@ -111,7 +124,72 @@ def _host(path: str, report: Any) -> Host:
         tensorflow=_text(dig(facts, "framework", "facts", "version")),
         complete=complete if isinstance(complete, bool) else False,
         figures=_figures(facts),
+        cuda=_cuda_api(dig(facts, "cuda", "facts", "driver_version")) or _cuda_api(
+            dig(facts, "nvml", "facts", "cuda_driver_version")
+        ),
+        cuda_runtime=loaded.get("cudart") or _text(build.get("cuda_version")),
+        cudnn=loaded.get("cudnn") or _text(build.get("cudnn_version")),
+        gpu_model=" + ".join(sorted(set(gpus))) or None,
     )
+
+
+def _cuda_api(value: Any) -> str | None:
+    """CUDA's driver API version as cuDriverGetVersion gives it (12040) as text ("12.4")."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return None
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
+#: What differs across a fleet that makes one host behave unlike another: (Host field, as a person names it).
+DRIFT_KEYS: tuple[tuple[str, str], ...] = (
+    ("driver", "driver"),
+    ("cuda", "CUDA (driver API)"),
+    ("cuda_runtime", "CUDA runtime"),
+    ("cudnn", "cuDNN"),
+    ("tensorflow", "TensorFlow"),
+    ("gpu_model", "GPU model"),
+)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One thing the hosts disagree on: each value with its hosts (the most common first), and the hosts where it
+    is not known (a driver not loaded, a framework not diagnosed)."""
+
+    key: str
+    name: str
+    values: list[tuple[str, list[str]]]
+    unknown: list[str]
+
+
+def drift(hosts: Sequence[Host]) -> list[Drift]:
+    """What the hosts differ in (driver, CUDA, cuDNN, TensorFlow, GPU model), grouped by value: only where at least
+    two hosts report different values; a host that does not say is listed apart, never counted as a value."""
+    out = []
+    for key, name in DRIFT_KEYS:
+        by: dict[str, list[str]] = {}
+        unknown = []
+        for h in hosts:
+            value = getattr(h, key)
+            if value is None:
+                unknown.append(h.host)
+            else:
+                by.setdefault(value, []).append(h.host)
+        if len(by) > 1:
+            values = sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+            out.append(Drift(key, name, values, unknown))
+    return out
+
+
+def drift_lines(hosts: Sequence[Host]) -> list[str]:
+    found = drift(hosts)
+    if not found:
+        return []
+    lines = ["", "Version drift (hosts that differ):"]
+    for d in found:
+        groups = "; ".join(f"{value} on {', '.join(names)}" for value, names in d.values)
+        lines.append(f"  {d.name}: {groups}" + (f" (not known on {', '.join(d.unknown)})" if d.unknown else ""))
+    return [one_line(line) for line in lines]
 
 
 def _figures(facts: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +277,8 @@ def text_report(hosts: Sequence[Host], out: TextIO) -> None:
         out.write(f"  {one_line(key)} ({len(members)} host{'s' if len(members) != 1 else ''}): {names}\n")
         if summary and len(members) == len([m for m in members if m.root_cause == key]):
             out.write(f"    e.g. {one_line(summary)}\n")
+    for line in drift_lines(hosts):
+        out.write(line + "\n")
     bad = [h for h in hosts if h.verdict != "accelerated"]
     out.write(
         f"\n{len(hosts) - len(bad)} of {len(hosts)} host{'s' if len(hosts) != 1 else ''} accelerated"
@@ -212,6 +292,11 @@ def json_report(hosts: Sequence[Host], notes: Sequence[str] = ()) -> dict[str, A
         "hosts": [asdict(h) for h in hosts],
         "notes": list(notes),
         "groups": [{"cause": key, "hosts": [h.host for h in members]} for key, members in groups(hosts)],
+        "drift": [
+            {"key": d.key, "name": d.name, "values": [{"value": v, "hosts": names} for v, names in d.values],
+             "unknown": d.unknown}
+            for d in drift(hosts)
+        ],
         "accelerated": sum(h.verdict == "accelerated" for h in hosts),
         "not_accelerated": sum(h.verdict != "accelerated" for h in hosts),
         "exit_status": exit_status(hosts),

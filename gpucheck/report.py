@@ -10,7 +10,7 @@ from gpucheck import registry
 from gpucheck.blocking import independent_of
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts, facts_of
-from gpucheck.model import Finding
+from gpucheck.model import Finding, most_severe
 from gpucheck.reportfile import one_line, write_report
 from gpucheck.rules.devicemap import device_map_lines
 from gpucheck.settings import Settings
@@ -48,6 +48,7 @@ def failure_text(f: Finding) -> str:
         lines.append("  evidence:")
         lines.extend(ev)
     lines.append(f"  remedy: {f.remedy}")
+    lines.append(f"  action: {f.action}")
     # Values come from the environment and from files (TF_CONFIG, a host name, a log): an escape sequence in
     # one must reach the terminal as text, never as a command to it.
     return "\n".join(one_line(line) for line in lines)
@@ -156,7 +157,15 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
         out.extend((line, {}) for line in registry.summary_lines(result.facts))
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
+    action = node_action(result)
+    if action != "none":
+        out.append((f"recommended action: {action}", {}))
     return out
+
+
+def node_action(result: Result) -> str:
+    """The most severe recommended action of the run's findings: what a fleet's automation should do with the node."""
+    return most_severe(f.action for f in result.findings)
 
 
 def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
@@ -164,6 +173,7 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
     return {
         "schema": SCHEMA,
         "verdict": result.verdict,
+        "action": node_action(result),
         "root_cause": rc.to_json() if rc is not None else None,
         "findings": [
             {

@@ -168,7 +168,12 @@ class GpucheckSession:
         if decision.outcome == "failed":
             for f in decision.faults:
                 item.user_properties.extend(
-                    [("gpucheck.finding", f.id), ("gpucheck.cause", f.cause), ("gpucheck.remedy", f.remedy)]
+                    [
+                        ("gpucheck.finding", f.id),
+                        ("gpucheck.cause", f.cause),
+                        ("gpucheck.remedy", f.remedy),
+                        ("gpucheck.action", f.action),
+                    ]
                 )
         return decision
 
@@ -198,12 +203,14 @@ class GpucheckSession:
         record_testsuite_property = request.getfixturevalue("record_testsuite_property")
         result = session.result()
         record_testsuite_property("gpucheck.verdict", result.verdict)
+        record_testsuite_property("gpucheck.action", report.node_action(result))
         rc = result.root_cause
         if rc is not None:
             record_testsuite_property("gpucheck.root_cause", rc.id)
             record_testsuite_property("gpucheck.root_cause.layer", rc.layer)
             record_testsuite_property("gpucheck.root_cause.summary", rc.summary)
             record_testsuite_property("gpucheck.root_cause.remedy", rc.remedy)
+            record_testsuite_property("gpucheck.root_cause.action", rc.action)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:

@@ -83,3 +83,49 @@ def test_unusable_input_exits_2_with_one_sentence(tmp_path: Path, case: str) -> 
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith("gpucheck merge: ") and expected in line, line
+
+
+@pytest.fixture
+def drifted_fleet(
+    tmp_path: Path, fake_lib_cache: Path, monkeypatch: pytest.MonkeyPatch, run_gpucheck: Callable[..., GpucheckRun]
+) -> list[Path]:
+    """Three HGX H100 nodes, one left on the 535 branch (CUDA 12.2) when the others moved to 570 (CUDA 12.8), and a
+    node whose driver is not loaded (its versions not known)."""
+    out = []
+    healthy = json.loads((SCENARIOS / "h100-sxm-8gpu-node.json").read_text())
+    old = json.loads(json.dumps(healthy))
+    old["driver_version"] = old["host"]["module_version"] = "535.104.05"
+    old["cuda"]["driver_version"] = 12020
+    unloaded = json.loads((SCENARIOS / "driver-not-loaded.json").read_text())
+    for i, scenario in enumerate([healthy, healthy, old, unloaded]):
+        with monkeypatch.context() as m:
+            make_fake_machine(scenario, tmp_path / f"machine-{i}", fake_lib_cache, m)
+            run = run_gpucheck("--gpucheck-framework=none", *scenario.get("args", []))
+        out.append(host_report(run.report, f"node-{i + 1:02d}", tmp_path / f"node-{i + 1:02d}.json"))
+    return out
+
+
+def test_merge_names_version_drift(drifted_fleet: list[Path], tmp_path: Path) -> None:
+    merged_json = tmp_path / "fleet.json"
+    done = gpucheck_merge(*drifted_fleet, "--json", merged_json)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Version drift (hosts that differ):" in done.stdout
+    lines = done.stdout.splitlines()
+    assert "  driver: 570.133.20 on node-01, node-02; 535.104.05 on node-03 (not known on node-04)" in lines, done.stdout
+    # The node without its kernel module still has its user-space libcuda, which answers cuDriverGetVersion (12.4).
+    assert "  CUDA (driver API): 12.8 on node-01, node-02; 12.2 on node-03; 12.4 on node-04" in lines, done.stdout
+    # What they agree on is no drift: the same GPU model everywhere it is known, no TensorFlow diagnosed.
+    assert not any(line.startswith(("  GPU model:", "  TensorFlow:")) for line in lines), done.stdout
+    fleet = json.loads(merged_json.read_text())
+    drift = {d["key"]: d for d in fleet["drift"]}
+    assert set(drift) == {"driver", "cuda"}, drift
+    assert drift["driver"]["values"] == [
+        {"value": "570.133.20", "hosts": ["node-01", "node-02"]}, {"value": "535.104.05", "hosts": ["node-03"]},
+    ]
+    assert drift["driver"]["unknown"] == ["node-04"]
+    hosts = {h["host"]: h for h in fleet["hosts"]}
+    assert hosts["node-03"]["driver"] == "535.104.05" and hosts["node-03"]["cuda"] == "12.2"
+    assert hosts["node-01"]["gpu_model"] == "NVIDIA H100 80GB HBM3"
+    # The same drivers everywhere: nothing to name.
+    same = gpucheck_merge(drifted_fleet[0], drifted_fleet[1])
+    assert "drift" not in same.stdout and same.returncode == 0

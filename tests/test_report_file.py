@@ -421,7 +421,8 @@ def test_schema_layers_are_the_catalogs() -> None:
 
 def test_schema_rejects_what_breaks_the_contract() -> None:
     good: dict[str, object] = {
-        "schema": "gpucheck-report/1", "verdict": "accelerated", "root_cause": None, "findings": [], "facts": {},
+        "schema": "gpucheck-report/1", "verdict": "accelerated", "action": "none", "root_cause": None, "findings": [],
+        "facts": {},
         "checks": [{"nodeid": "checks_stack.py::test_x", "outcome": "passed", "finding_ids": []}], "layers": [],
         "complete": True, "settings": {"timeout": {"value": 60.0, "source": "default"}},
         "environment": {"gpucheck": "0.1.0", "python": "3.11.7", "platform": "Linux"}, "added_later": 1,
@@ -430,6 +431,8 @@ def test_schema_rejects_what_breaks_the_contract() -> None:
     assert list(validator.iter_errors(good)) == []
     for broken in (
         {**good, "verdict": "fast"},
+        {**good, "action": "panic"},
+        {k: v for k, v in good.items() if k != "action"},
         {**good, "verdict": "not-accelerated"},  # without its root cause
         {**good, "complete": False},  # an unfinished run is never accelerated
         {k: v for k, v in good.items() if k != "facts"},

@@ -116,7 +116,7 @@ def test_merge_takes_a_real_report_with_any_field_replaced(
     assert code in (0, 1, 2) and "Traceback" not in err, (path_in_doc, err)
 
 
-@settings(FUZZ, max_examples=30)  # each example is two comparisons of a real file
+@settings(FUZZ, max_examples=15)  # each example is two comparisons of a real file
 @given(data=st.data())
 def test_compare_takes_a_real_benchmark_file_with_any_field_replaced(
     seeds: dict[str, Any], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
@@ -132,7 +132,7 @@ def test_compare_takes_a_real_benchmark_file_with_any_field_replaced(
         assert code in (0, 1, 2) and "Traceback" not in err, (path_in_doc, err)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=30)
 @given(doc=json_values)
 def test_compare_takes_json_of_any_shape(seeds: dict[str, Any], tmp_path_factory: pytest.TempPathFactory, doc: Any) -> None:
     folder = tmp_path_factory.mktemp("compare")

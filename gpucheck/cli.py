@@ -113,7 +113,9 @@ def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
         _print_explanation(lines, as_json, findings, classification, rc, out)
         out.flush()
     except BrokenPipeError:
-        _reader_gone(out)
+        from gpucheck.reportfile import reader_gone
+
+        reader_gone(out)
     return status
 
 
@@ -146,18 +148,6 @@ def _print_explanation(
     out.write("For a diagnosis of this machine itself, run `pytest --gpucheck`.\n")
 
 
-def _reader_gone(out: TextIO) -> None:
-    """The reader of ``out`` went away (`| head`): what it read stands. Point the descriptor at /dev/null so the
-    interpreter's last flush at exit finds somewhere to write, instead of printing a BrokenPipeError."""
-    try:
-        fd = out.fileno()
-    except (AttributeError, OSError, ValueError):
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-
-
 def run_compare(args: argparse.Namespace) -> int:
     from gpucheck import compare
 
@@ -178,15 +168,16 @@ def run_compare(args: argparse.Namespace) -> int:
         compare.write(comparison, opts, sys.stdout)
         sys.stdout.flush()  # inside the try: a reader gone at the last buffer too (`| head -1`)
     except BrokenPipeError:
-        # The reader went away: what it read stands, the verdict is still the comparison's; no traceback,
-        # and nothing more for the interpreter to flush at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # The reader went away: what it read stands, the verdict is still the comparison's.
+        from gpucheck.reportfile import reader_gone
+
+        reader_gone(sys.stdout)
     return comparison.exit_status
 
 
 def run_merge(args: argparse.Namespace) -> int:
     from gpucheck import merge
-    from gpucheck.reportfile import ReportWriteError, write_report
+    from gpucheck.reportfile import ReportWriteError, reader_gone, write_report
 
     if args.json not in (None, "-") and any(
         _same_file(args.json, r) and not merge.is_fleet_json(r) for r in args.reports
@@ -210,7 +201,7 @@ def run_merge(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`| head`): what it read stands; the fleet JSON is still written below.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        reader_gone(sys.stdout)
     if args.json not in (None, "-"):
         try:
             write_report(args.json, json.dumps(fleet, indent=2) + "\n")

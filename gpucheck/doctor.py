@@ -28,7 +28,7 @@ from gpucheck import registry
 from gpucheck.diagnosis import Diagnosis, Result
 from gpucheck.model import ACTIONS, Finding, action_rank
 from gpucheck.report import node_action, report_json
-from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, write_report
+from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, reader_gone, write_report
 from gpucheck.settings import OPTIONS, Option, SettingError, Settings, conflicts, resolve
 
 USABLE, NOT_USABLE, UNDIAGNOSED = 0, 1, 2
@@ -313,17 +313,5 @@ def _run(req: Request, out: TextIO, err: TextIO) -> int:
             out.write("\n".join(summary(result, req.fail_on, interrupted)) + "\n")
         out.flush()
     except BrokenPipeError:
-        _reader_gone(out)
+        reader_gone(out)
     return UNDIAGNOSED if failed else status
-
-
-def _reader_gone(out: TextIO) -> None:
-    """The reader went away (`gpucheck doctor | head -1`): what it read stands, the status too; nothing more for the
-    interpreter to flush at exit."""
-    try:
-        fd = out.fileno()
-    except (AttributeError, OSError, ValueError):
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)

@@ -23,6 +23,18 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
+def reader_gone(out: Any) -> None:
+    """The reader of ``out`` went away (`| head`): what it read stands. Point the descriptor at /dev/null so the
+    interpreter's last flush at exit finds somewhere to write, instead of printing a BrokenPipeError."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 @dataclass(frozen=True)
 class ReportTarget:
     """Where the report goes, and how it is written there (``kind``): ``"file"``, an existing regular file,

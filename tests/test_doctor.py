@@ -18,6 +18,7 @@ import pytest
 
 from conftest import validate_report
 from gpucheck.settings import OPTIONS
+from tests.test_plugin import _processes_with_env
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 
@@ -238,20 +239,6 @@ def test_a_reader_that_goes_away(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1, err
     assert err == "", err
-
-
-def _processes_with_env(key: str, value: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"{key}={value}".encode() in env:
-            pids.append(int(entry))
-    return pids
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])

@@ -32,6 +32,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.pci": 0,
     "gpucheck.knowledge": 0,
     "gpucheck.jsonfile": 0,
+    "gpucheck.inputfile": 0,
     "gpucheck.layers": 0,
     # 1: blocking over the needs graph (pure), the vocabulary of units, the child-process runner, the log
     # classifier

@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from gpucheck import __version__, registry
 from gpucheck.blocking import LayerState, consequence_of, layer_states, root_cause
 from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
-from gpucheck.isolation import GPUCHECK_ROOT, ChildRunner
+from gpucheck.isolation import GPUCHECK_ROOT, ChildRunner, in_daemon_thread
 from gpucheck.layers import checked
 from gpucheck.model import Finding, Severity, finding, verdict
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_environment, probe_hardware_within, probe_kernel_within
@@ -35,7 +35,6 @@ from gpucheck.unit import ChildProbe, PreStart
 ABANDON_WAIT_S = 2.0
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -82,25 +81,6 @@ class _Pending(Generic[T]):
         return ProbeOutcome(self.name, exit_, facts)
 
 
-def _in_daemon_thread(fn: Callable[..., R], *args: Any) -> Future[R]:
-    """``fn(*args)`` in a daemon thread of its own. Not a ThreadPoolExecutor: the interpreter joins its
-    workers at exit, so a run ending in a way that skips the kill (an interrupt at an unlucky moment)
-    would wait for hung probe children until their timeout. Children die with the thread that started
-    them (PR_SET_PDEATHSIG, see probes.child), so none outlives this process either way."""
-    future: Future[R] = Future()
-
-    def target() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the result
-            future.set_exception(exc)
-
-    threading.Thread(target=target, name=f"gpucheck-probe-{args[0] if args else ''}", daemon=True).start()
-    return future
-
-
 class Diagnosis:
     """Starts every child probe of the layers this run checks at once (the host view decides which are
     worth a process), so that pytest's collection overlaps with them."""
@@ -125,7 +105,7 @@ class Diagnosis:
                 self._not_run[probe.name] = why
         own = [p for p in self._probes if p.within is None]
         futures = {
-            p.name: _in_daemon_thread(self.runner.run, p.target, p.time_limit(settings), self._child_env(p))
+            p.name: in_daemon_thread(self.runner.run, p.target, p.time_limit(settings), self._child_env(p))
             for p in own
         }
         self._pending = {

@@ -17,8 +17,6 @@ import argparse
 import json
 import os
 import re
-import signal
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -26,6 +24,7 @@ from typing import Any, TextIO
 
 from gpucheck import registry
 from gpucheck.diagnosis import Diagnosis, Result
+from gpucheck.isolation import Interrupts, ignore_interrupts
 from gpucheck.model import ACTIONS, Finding, action_rank
 from gpucheck.report import node_action, report_json
 from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, reader_gone, write_report
@@ -147,44 +146,19 @@ class _Interrupted(Exception):
         self.why = why
 
 
-def _stop_on_signals() -> list[tuple[int, Any]]:
-    """SIGTERM (a prolog's timeout, a pod deleted) ends the run as Ctrl-C does: the probes killed, exit 2. The first
-    signal alone interrupts; later ones are ignored while the run cleans up (kills its children, writes the report)."""
-    if threading.current_thread() is not threading.main_thread():
-        return []
-
-    def interrupt(signum: int, frame: Any) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous: list[tuple[int, Any]] = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        if sig == signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
-            continue  # a background job's Ctrl-C stays ignored
-        previous.append((sig, signal.signal(sig, interrupt)))
-    return previous
-
-
 def diagnose(settings: Settings) -> tuple[Result, str | None]:
     """The diagnosis and, when a signal cut it short, the signal's name (the probes are killed then). The caller
-    has made SIGTERM an interrupt (:func:`_stop_on_signals`)."""
+    has made SIGTERM an interrupt (:class:`gpucheck.isolation.Interrupts`)."""
     diagnosis: Diagnosis | None = None
     try:
         diagnosis = Diagnosis(settings)
         return diagnosis.result(), None
     except KeyboardInterrupt as exc:
-        _ignore_signals()
+        ignore_interrupts()
         why = str(exc) or "SIGINT"
         if diagnosis is None:
             raise _Interrupted(why) from None
         return diagnosis.abandon(), why
-
-
-def _ignore_signals() -> None:
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
 
 
 def is_usable(result: Result, fail_on: str) -> bool:
@@ -266,7 +240,8 @@ def run(req: Request, out: TextIO, err: TextIO) -> int:
     """Diagnose, write what was asked for, print the summary (or the JSON for ``--json -``); the exit status."""
     for note in req.notes:
         err.write(f"{PROG}: note: {one_line(note)}\n")
-    previous = _stop_on_signals()
+    # SIGTERM (a prolog's timeout, a pod deleted) ends the run as Ctrl-C does: the probes killed, exit 2.
+    interrupts = Interrupts()
     try:
         return _run(req, out, err)
     except _Interrupted as exc:
@@ -274,15 +249,11 @@ def run(req: Request, out: TextIO, err: TextIO) -> int:
         return UNDIAGNOSED
     except KeyboardInterrupt as exc:
         # After the diagnosis, while the files were written (each atomically: none is left half written).
-        _ignore_signals()
+        ignore_interrupts()
         err.write(f"{PROG}: stopped by {str(exc) or 'SIGINT'} while writing what the diagnosis found\n")
         return UNDIAGNOSED
     finally:
-        # After an interrupt the signals stay ignored: the process is on its way out, and one more SIGTERM must not
-        # turn its exit 2 into death by signal.
-        if previous and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:
-            for sig, handler in previous:
-                signal.signal(sig, handler)
+        interrupts.restore()
 
 
 def _run(req: Request, out: TextIO, err: TextIO) -> int:

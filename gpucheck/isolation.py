@@ -16,9 +16,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gpucheck
 from gpucheck.facts import ChildExit
@@ -34,6 +35,8 @@ _BOOTSTRAP = (
     "import sys; r = sys.argv.pop(1); sys.path.insert(0, r); import gpucheck; sys.path.remove(r); "
     "import runpy; runpy.run_module('gpucheck.probes.child', run_name='__main__', alter_sys=True)"
 )
+
+R = TypeVar("R")
 
 TAIL_LINES = 80
 #: How long a killed child may take to be reaped before the runner stops waiting for it.
@@ -184,3 +187,60 @@ def _exit(status: str, returncode: int | None, start: float, lines: list[str], e
         last_stage=stages[-1] if stages else None,
         error=error,
     )
+
+
+def in_daemon_thread(fn: Callable[..., R], *args: Any) -> Future[R]:
+    """``fn(*args)`` in a daemon thread of its own. Not a ThreadPoolExecutor: the interpreter joins its
+    workers at exit, so a run ending in a way that skips the kill (an interrupt at an unlucky moment)
+    would wait for hung probe children until their timeout. Children die with the thread that started
+    them (PR_SET_PDEATHSIG, see probes.child), so none outlives this process either way. A call stuck in the
+    kernel (a read of a wedged driver's file) cannot be interrupted; in a daemon thread the run goes on without it."""
+    future: Future[R] = Future()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the result
+            future.set_exception(exc)
+
+    threading.Thread(target=target, name=f"gpucheck-probe-{args[0] if args else ''}", daemon=True).start()
+    return future
+
+
+class Interrupts:
+    """How a run answers signals, from its creation to :meth:`restore`. The first SIGTERM (CI cancelling a job, a
+    prolog's timeout, a pod deleted), or Ctrl-C where Python's own handler has it (not a handler of the user's,
+    nor a background job's SIG_IGN), raises ``KeyboardInterrupt(prefix + its name)``: the run ends as at Ctrl-C,
+    its children killed, a report written. Every later signal is ignored to the end of the process: the clean-up
+    is bounded in time, and one more SIGTERM must not turn its exit 2 into a traceback or death by signal.
+    Off the main thread it does nothing."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self._prefix = prefix
+        self._previous: list[tuple[int, Any]] = []
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._previous.append((signal.SIGTERM, signal.signal(signal.SIGTERM, self._interrupt)))
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous.append((signal.SIGINT, signal.signal(signal.SIGINT, self._interrupt)))
+
+    def _interrupt(self, signum: int, frame: Any) -> None:
+        ignore_interrupts()
+        raise KeyboardInterrupt(f"{self._prefix}{signal.Signals(signum).name}")
+
+    def restore(self) -> None:
+        """The handlers as they were, unless a signal came (they then stay ignored)."""
+        if not self._previous or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+            return
+        for sig, handler in self._previous:
+            signal.signal(sig, handler)
+        self._previous = []
+
+
+def ignore_interrupts() -> None:
+    """SIGTERM and SIGINT ignored from now on (the run is ending after an interrupt)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)

@@ -6,9 +6,7 @@ registered here only when asked for (``gpucheck.registry.pytest_plugins``)."""
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 from gpucheck import registry, report
 from gpucheck.blocking import QUESTION_ATTRIBUTE, Decision, Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
+from gpucheck.isolation import Interrupts
 from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN, one_line
 from gpucheck.settings import Settings
 
@@ -64,9 +63,7 @@ class GpucheckSession:
         self._written = False
         #: Why the report could not be written at the end, if it could not.
         self._write_error: str | None = None
-        self._previous_sigterm: Any = None
-        self._previous_sigint: Any = None
-        self._signalled = False
+        self._interrupts: Interrupts | None = None
         #: The run ended at a test file that could not be collected (not at Ctrl-C or a signal).
         self._collection_failed = False
 
@@ -81,30 +78,12 @@ class GpucheckSession:
         else:
             # No path given: the suite alone, whatever testpaths or the current directory hold.
             config.args[:] = suite
-        self._treat_sigterm_as_interrupt()
+        # CI cancels a job with SIGTERM: the run ends as at Ctrl-C (children killed, a partial report with
+        # `complete: false`), and the later signals wait for the clean-up (gpucheck.isolation.Interrupts).
+        self._interrupts = Interrupts("gpucheck: stopped by ")
         self.diagnosis = Diagnosis(self.settings)
         for name, plugin_class in registry.pytest_plugins(self.settings):
             config.pluginmanager.register(plugin_class(self), f"gpucheck-{name}")
-
-    def _treat_sigterm_as_interrupt(self) -> None:
-        """CI cancels a job with SIGTERM: end the run as Ctrl-C does (the children killed with their groups,
-        a partial report written with ``complete: false``), not as a process killed with nothing written.
-        However many signals follow (CI sends SIGTERM again, a person presses Ctrl-C twice), the first one
-        alone interrupts: the later ones are ignored while the run cleans up, a clean-up bounded in time
-        (the probes killed, their threads given ``ABANDON_WAIT_S``), so it always ends in exit 2 and a report."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def interrupt(signum: int, frame: Any) -> None:
-            self._signalled = True
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, signal.SIG_IGN)
-            raise KeyboardInterrupt(f"gpucheck: stopped by {signal.Signals(signum).name}")
-
-        self._previous_sigterm = signal.signal(signal.SIGTERM, interrupt)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            # Python's own Ctrl-C (not a handler of the user's, nor SIG_IGN of a background job): the same, once.
-            self._previous_sigint = signal.signal(signal.SIGINT, interrupt)
 
     def result(self) -> Result:
         if self._result is None:
@@ -133,17 +112,9 @@ class GpucheckSession:
             self.diagnosis.runner.kill_all()
         if not self._written:
             self._write_json()
-        # Last: until here a second signal must not cut the clean-up short (see _treat_sigterm_as_interrupt). After
-        # an interrupt they stay ignored: the process is on its way out, and one more SIGTERM must not turn its
-        # exit 2 into death by signal.
-        if self._signalled:
-            return
-        if self._previous_sigterm is not None and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
-            if self._previous_sigint is not None:
-                signal.signal(signal.SIGINT, self._previous_sigint)
-                self._previous_sigint = None
+        # Last: until here a second signal must not cut the clean-up short.
+        if self._interrupts is not None:
+            self._interrupts.restore()
 
     # --- collection ---------------------------------------------------------------------
 

@@ -14,14 +14,13 @@ import errno
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TypeVar
 
 from gpucheck.facts import DeviceNode, HardwareFacts, KernelFacts, PciDevice
+from gpucheck.isolation import in_daemon_thread
 
 #: How long the in-process reads of sysfs, procfs and /dev may take (milliseconds on a sound machine).
 HOST_READ_TIMEOUT_S = 10.0
@@ -179,17 +178,8 @@ T = TypeVar("T")
 def _within(fn: Callable[[], T], timeout: float) -> T | None:
     """``fn()``, or None when it has not returned within ``timeout`` seconds. It runs in a daemon thread: a
     read stuck in the kernel (a wedged driver) cannot be interrupted, but the run goes on without it."""
-    future: Future[T] = Future()
-
-    def target() -> None:
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            future.set_exception(exc)
-
-    threading.Thread(target=target, name="gpucheck-host-read", daemon=True).start()
     try:
-        return future.result(timeout)
+        return in_daemon_thread(fn).result(timeout)
     except FutureTimeout:
         return None
 

@@ -80,7 +80,12 @@ def _gpu_of(facts: Facts, device: str) -> Any:
     nf = answered(facts)
     if key is None or nf is None:
         return None
-    return next((g for g in nf.gpus if _same_device(pci_key(g.pci_bus_id), key)), None)
+    found = next((g for g in nf.gpus if _same_device(pci_key(g.pci_bus_id), key)), None)
+    if found is not None:
+        return found
+    # A GPU NVML cannot reach has no bus id to compare: the one lost GPU of unknown address is the one the log names.
+    unknown = [g for g in nf.gpus if pci_key(g.pci_bus_id) is None and lost(g)]
+    return unknown[0] if len(unknown) == 1 else None
 
 
 def _same_device(a: BusId | None, b: BusId) -> bool:

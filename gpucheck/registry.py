@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from gpucheck import cluster, performance, stack
+from gpucheck import cluster, performance, records, stack
 from gpucheck.facts import Facts
 from gpucheck.layers import by_name, checked
 from gpucheck.model import catalog
@@ -20,7 +20,7 @@ from gpucheck.settings import Settings
 from gpucheck.unit import ChildProbe, InProcess, LayerRule, TfStep, Unit
 
 #: The lower stack's units, then the units of the layers a switch asks for.
-UNITS: tuple[Unit, ...] = (*stack.UNITS, performance.UNIT, cluster.UNIT)
+UNITS: tuple[Unit, ...] = (*stack.UNITS, records.UNIT, performance.UNIT, cluster.UNIT)
 
 #: The one TensorFlow process on the critical path (the framework facts, then every registered step).
 TENSORFLOW_PROBE = stack.TENSORFLOW_PROBE

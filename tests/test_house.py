@@ -47,6 +47,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.stack": 3,
     "gpucheck.performance": 3,
     "gpucheck.cluster": 3,
+    "gpucheck.records": 3,
     # 4: the registry of units
     "gpucheck.registry": 4,
     # 5: the diagnosis (probes run, rules applied); 6: its rendering and the commands' own modules
@@ -62,15 +63,16 @@ FLOORS: dict[str, int] = {
     "gpucheck.performance.plugin": 8,
     "gpucheck.performance.checks_performance": 8,
     "gpucheck.cluster.checks_cluster": 8,
+    "gpucheck.records.checks_records": 8,
     "gpucheck.plugin": 8,
     "gpucheck.cli": 8,
 }
 #: The units that are packages: nothing imports their modules but themselves and the registry.
-UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster")
+UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records")
 #: Modules that may import pytest: the plugin and what it registers.
 PYTEST_MODULES = (
     "gpucheck.plugin", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
-    "gpucheck.performance.checks_", "gpucheck.cluster.checks_",
+    "gpucheck.performance.checks_", "gpucheck.cluster.checks_", "gpucheck.records.checks_",
 )
 
 
@@ -268,7 +270,8 @@ def test_every_unit_part_names_a_layer_and_every_layer_is_answered() -> None:
     names = {layer.name for layer in layers.LAYERS}
     answered = set().union(*(unit.layers for unit in registry.UNITS))
     assert answered <= names
-    assert names - answered == {"health"}, "health is answered by NVML's rules, listed at visibility"
+    # health is answered by NVML's rules (listed at visibility) and by the records unit's kernel log.
+    assert names == answered
 
 
 @pytest.mark.parametrize("layer", [layer.name for layer in layers.LAYERS])

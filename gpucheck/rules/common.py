@@ -7,11 +7,14 @@ import os.path
 import re
 from typing import Any
 
-from gpucheck.facts import ChildExit, Facts
+from gpucheck.facts import ChildExit, Facts, PciDevice
 from gpucheck.model import Finding, Severity, finding
 
 #: cuInit's CUDA_ERROR_NO_DEVICE: the driver layer and the visibility layer both read it.
 CUDA_NO_DEVICE = 100
+#: cuInit's CUDA_ERROR_SYSTEM_NOT_READY: on an NVSwitch machine, Fabric Manager has not set up the fabric
+#: (``fabric-manager-not-running``, the records unit's); elsewhere the driver rules' ``cuda-init-failed``.
+CUDA_SYSTEM_NOT_READY = 802
 
 _LIB_VERSION = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)?)$")
 
@@ -37,6 +40,16 @@ def driver_enumerated_gpus(facts: Facts) -> int:
 def gpus_on_bus(facts: Facts) -> bool:
     """An NVIDIA GPU is on the PCI bus, a driver call enumerated one, or WSL's /dev/dxg stands for one."""
     return bool(facts.hardware.nvidia_gpus) or driver_enumerated_gpus(facts) > 0 or facts.hardware.wsl_dxg
+
+
+#: PCI class 0x0680 ("other bridge"): an NVIDIA function of this class is an NVSwitch, never a GPU.
+NVSWITCH_CLASS_PREFIX = "0x0680"
+
+
+def nvswitches(facts: Facts) -> tuple[PciDevice, ...]:
+    """The NVSwitches on the PCI bus (NVIDIA functions of class 0x0680): HGX/DGX machines, where CUDA needs Fabric
+    Manager. They are never GPUs (``HardwareFacts.nvidia_gpus`` holds class 0x03 only)."""
+    return tuple(d for d in facts.hardware.nvidia_devices if d.pci_class.lower().startswith(NVSWITCH_CLASS_PREFIX))
 
 
 #: Error and fatal log lines: absl's ("E0000 00:00:..."), TensorFlow 1.x/2.x's ("2026-... : F file.cc:37] ..."),

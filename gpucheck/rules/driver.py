@@ -9,7 +9,14 @@ from typing import Any
 from gpucheck import knowledge
 from gpucheck.facts import CudaCall, Facts, facts_of
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.rules.common import CUDA_NO_DEVICE, gpus_on_bus, library_version, probe_failure
+from gpucheck.rules.common import (
+    CUDA_NO_DEVICE,
+    CUDA_SYSTEM_NOT_READY,
+    gpus_on_bus,
+    library_version,
+    nvswitches,
+    probe_failure,
+)
 from gpucheck.settings import Settings
 
 CUDA_STUB_LIBRARY = 34
@@ -81,7 +88,8 @@ def _libcuda_missing(facts: Facts) -> list[Finding]:
 def _cuinit_failed(facts: Facts) -> list[Finding]:
     """cuInit's error code, read through ``_CUINIT`` (``cuda-init-failed`` for a code not there). No
     finding for CUDA_ERROR_NO_DEVICE when no GPU is on the bus, CUDA_VISIBLE_DEVICES is set, or NVML
-    says every GPU is lost or in MIG mode without an instance: the hardware and visibility rules say so."""
+    says every GPU is lost or in MIG mode without an instance: the hardware and visibility rules say so. None for
+    CUDA_ERROR_SYSTEM_NOT_READY (802) where NVSwitches are on the bus: ``fabric-manager-not-running`` says it."""
     cf = facts.cuda.facts
     init = cf.init if cf is not None else None
     if cf is None or init is None or init.code in (0, None):
@@ -89,6 +97,8 @@ def _cuinit_failed(facts: Facts) -> list[Finding]:
     if init.code == CUDA_NO_DEVICE and (
         not gpus_on_bus(facts) or facts.visibility.cuda_visible_devices is not None or nvml_explains_no_device(facts)
     ):
+        return []
+    if init.code == CUDA_SYSTEM_NOT_READY and nvswitches(facts):
         return []
     evidence: dict[str, Any] = {"cuInit": init.code, "name": init.name, "message": init.message, "libcuda": cf.library.path}
     return [_CUINIT.get(init.code, _cuda_init_failed)(facts, init, cf.library.path, evidence)]

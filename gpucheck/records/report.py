@@ -1,0 +1,22 @@
+"""The records unit in the terminal summary: where the kernel log was read from, and its Xid records."""
+
+from __future__ import annotations
+
+from gpucheck.facts import Facts, facts_of
+from gpucheck.records.facts import outcome as outcome_of
+
+
+def records_summary(facts: Facts) -> list[str]:
+    rf = facts_of(outcome_of(facts))
+    if rf is None:
+        return []
+    if rf.log.source is None:
+        return ["", "kernel log: not read (" + "; ".join(rf.log.tried) + ")"]
+    head = f"kernel log ({rf.log.source}, {rf.log.records} records): "
+    if not rf.xids:
+        return ["", head + "no Xid or SXid record this boot"]
+    lines = ["", head + f"{sum(r.count for r in rf.xids)} Xid/SXid record(s)"]
+    for r in rf.xids[:20]:
+        who = f", {r.process or '?'} pid {r.pid}" if r.pid is not None else (f", {r.process}" if r.process else "")
+        lines.append(f"  {r.kind} {r.code} on {r.device}{who}: {r.count}x, {r.last_text[:80]}")
+    return lines

@@ -1,0 +1,356 @@
+"""The machine's own records: the kernel log's Xid and SXid records (health), Fabric Manager on an NVSwitch
+machine (driver).
+
+What each Xid code means, its likely causes and NVIDIA's actions come from ``data/xid_catalog.json`` (NVIDIA's Xid
+catalog, with its source). A GPU's records are judged together: the hardware-class codes name a cause of their own
+(79 ``gpu-lost``, 48/63/64/92/94/95 ``ecc-errors``, 74 ``nvlink-degraded``, 119/120 ``gsp-firmware-error``); the codes
+a user program causes (13, 31, 43, 45 ...) are ``xid-application-fault`` (info) only when the driver names the process
+and nothing else is wrong with the GPU, otherwise the evidence of what is; Xid 154, the driver's recovery action, is
+the ``recovery_action`` of every finding of its GPU (which raises their action, ``gpucheck.model.finding``), or
+``xid-recovery-required`` where nothing else names the fault; any other code is the note ``xid-recorded``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from gpucheck.facts import Facts, facts_of
+from gpucheck.model import Finding, Severity, finding
+from gpucheck.pci import BusId, pci_key
+from gpucheck.records.facts import FabricFacts, RecordsFacts, XidRecord
+from gpucheck.records.facts import outcome as outcome_of
+from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, nvswitches
+from gpucheck.rules.nvml import answered, label, lost
+from gpucheck.settings import Settings
+
+RECOVERY_ACTION = "recovery_action"
+#: The ids the kernel log answers (the check file asks these).
+LOG_IDS = ("gsp-firmware-error", "xid-recovery-required", "xid-application-fault", "xid-recorded")
+#: The ecc-errors codes that leave the GPU unusable until it is reset or serviced (a failed row remap, an error that
+#: could not be contained); the others are degraded (contained, corrected, or pending the next reset).
+_ECC_BLOCKERS = frozenset({64, 95})
+
+
+@cache
+def xid_catalog() -> dict[str, Any]:
+    data = json.loads(resources.files("gpucheck").joinpath("data/xid_catalog.json").read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def xid_entry(code: int) -> Mapping[str, Any]:
+    entry = xid_catalog()["xid"].get(str(code))
+    return entry if isinstance(entry, dict) else {}
+
+
+def _kind(r: XidRecord) -> str | None:
+    """A record's class: a cause id, "application", "recovery" (Xid 154), or None (no cause of its own)."""
+    if r.code == 154:
+        return "recovery"
+    found = xid_entry(r.code).get("finding")
+    return str(found) if found else None
+
+
+def records_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    """The kernel log's findings, per GPU: ``gpu-lost`` (79, unless NVML already says the GPU is lost),
+    ``ecc-errors`` (48, 63, 64, 92, 94, 95, ...), ``nvlink-degraded`` (74; a Fatal SXid), ``gsp-firmware-error``
+    (119, 120), ``xid-recovery-required`` (Xid 154 asks for a reset or a reboot and no other record names the
+    fault), ``xid-application-fault`` (info), ``xid-recorded`` (info)."""
+    rf = facts_of(outcome_of(facts))
+    if rf is None:
+        return []
+    out: list[Finding] = []
+    devices: dict[str, list[XidRecord]] = {}
+    for r in rf.xids:
+        if r.kind == "Xid":
+            devices.setdefault(r.device, []).append(r)
+    for device, recs in devices.items():
+        out += _gpu_findings(facts, device, recs)
+    out += [_sxid_finding(r, rf) for r in rf.xids if r.kind == "SXid"]
+    return out
+
+
+def _gpu_of(facts: Facts, device: str) -> Any:
+    """NVML's GPU at the kernel log's ``0000:07:00`` (no function: the function is 0 for a GPU), or None."""
+    key = pci_key(device if "." in device else device + ".0")
+    nf = answered(facts)
+    if key is None or nf is None:
+        return None
+    found = next((g for g in nf.gpus if _same_device(pci_key(g.pci_bus_id), key)), None)
+    if found is not None:
+        return found
+    # A GPU NVML cannot reach has no bus id to compare: the one lost GPU of unknown address is the one the log names.
+    unknown = [g for g in nf.gpus if pci_key(g.pci_bus_id) is None and lost(g)]
+    return unknown[0] if len(unknown) == 1 else None
+
+
+def _same_device(a: BusId | None, b: BusId) -> bool:
+    return a is not None and a[:3] == b[:3]
+
+
+def _record_json(r: XidRecord) -> dict[str, Any]:
+    entry = xid_entry(r.code)
+    return {
+        "xid": r.code,
+        "mnemonic": entry.get("mnemonic"),
+        "description": entry.get("description"),
+        "pci": r.device,
+        "pid": r.pid,
+        "process": r.process,
+        "count": r.count,
+        "first_s": r.first_s,
+        "last_s": r.last_s,
+        "first": r.first_text[:300],
+        "last": r.last_text[:300],
+        "nvidia_immediate_action": entry.get("immediate_action"),
+        "nvidia_investigatory_action": entry.get("investigatory_action"),
+        "likely_causes": entry.get("likely_causes"),
+    }
+
+
+def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord]) -> list[Finding]:
+    gpu = _gpu_of(facts, device)
+    subject = gpu.id if gpu is not None else None
+    who = label(gpu) if gpu is not None else f"The GPU at PCI {device}"
+    recovery = [r for r in recs if _kind(r) == "recovery" and r.recovery_action]
+    action = max(recovery, key=lambda r: r.last_s or 0.0).recovery_action if recovery else None
+    pending = action is not None and not action.startswith("0x0 ")
+    base: dict[str, Any] = {"gpu": gpu.index if gpu is not None else None, "pci": device, "source": "kernel log"}
+    if action is not None:
+        base[RECOVERY_ACTION] = action
+        base["xid_154"] = _record_json(recovery[-1])
+    by_cause: dict[str, list[XidRecord]] = {}
+    for r in recs:
+        kind = _kind(r)
+        if kind in ("gpu-lost", "ecc-errors", "nvlink-degraded", "gsp-firmware-error"):
+            by_cause.setdefault(kind, []).append(r)
+    if "gpu-lost" in by_cause and gpu is not None and lost(gpu):
+        del by_cause["gpu-lost"]  # NVML's gpu-lost says it, for this GPU, now
+    apps = [r for r in recs if _kind(r) == "application"]
+    others = [r for r in recs if _kind(r) is None]
+    out = [_cause(cause, who, rs, {**base, "also_logged": [_record_json(r) for r in apps + others]}, subject)
+           for cause, rs in by_cause.items()]
+    if out or any(_kind(r) == "gpu-lost" for r in recs):
+        return out
+    if pending:
+        return [_recovery_required(who, recs, action or "", base, subject)]
+    named = [r for r in apps if r.pid is not None or r.process is not None]
+    if named and not others:
+        out.append(_application(who, named, base, subject))
+    notes = others + [r for r in apps if r not in named]
+    out += [_recorded(who, r, base, subject) for r in notes]
+    return out
+
+
+def _when(rs: list[XidRecord]) -> str:
+    count = sum(r.count for r in rs)
+    stamps = [s for r in rs for s in (r.first_s, r.last_s) if s is not None]
+    span = f", {min(stamps):.0f} s to {max(stamps):.0f} s after boot" if stamps else ""
+    return f"{count} time{'s' if count != 1 else ''} this boot{span}"
+
+
+_CAUSE_TEXT: dict[str, tuple[str, str]] = {
+    "gpu-lost": (
+        "fell off the bus (Xid 79)",
+        "Drain the node and reboot it (NVIDIA: RESTART_BM); if it recurs, check the slot, riser, power and cooling "
+        "and contact support (an RMA).",
+    ),
+    "ecc-errors": (
+        "logged memory errors",
+        "Drain the GPU and reset it (`sudo nvidia-smi -r -i <gpu>`) so that pending row remaps and page retirements "
+        "take effect; a remap failure or recurring uncorrectable errors mean the GPU needs service.",
+    ),
+    "nvlink-degraded": (
+        "logged NVLink errors (Xid 74)",
+        "Read `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e`; reset the GPU, and on an NVSwitch machine restart "
+        "Fabric Manager; reseat or service the link if the errors come back.",
+    ),
+    "gsp-firmware-error": (
+        "has a GSP firmware fault (Xid 119/120): jobs on it hang while nvidia-smi and NVML may still answer",
+        "Drain the GPU and reset it (`sudo nvidia-smi -r -i <gpu>`) or reboot; if it recurs, update the driver "
+        "(NVIDIA: INVESTIGATE_SW), or as NVIDIA's documented workaround load the driver with "
+        "`NVreg_EnableGpuFirmware=0` where the driver branch allows it.",
+    ),
+}
+
+
+def _cause(cause: str, who: str, rs: list[XidRecord], evidence: dict[str, Any], subject: str | None) -> Finding:
+    what, remedy = _CAUSE_TEXT[cause]
+    codes = sorted({r.code for r in rs})
+    severity = Severity.DEGRADED
+    if cause in ("gpu-lost", "gsp-firmware-error") or (cause == "ecc-errors" and _ECC_BLOCKERS & set(codes)):
+        severity = Severity.BLOCKER
+    first = rs[0]
+    described = "; ".join(f"Xid {c} ({xid_entry(c).get('description', 'no description in the catalog')})" for c in codes)
+    return finding(
+        cause,
+        severity,
+        summary=f"{who} {what}: the kernel log records {described}, {_when(rs)}.",
+        cause=f"The driver wrote `NVRM: Xid (PCI:{first.device}): {first.code}, {first.first_text[:200]}`."
+        + (f" Its recovery action is now {evidence[RECOVERY_ACTION]} (Xid 154)." if RECOVERY_ACTION in evidence else ""),
+        remedy=remedy,
+        evidence={**evidence, "xids": [_record_json(r) for r in rs]},
+        subject=subject,
+    )
+
+
+def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[str, Any], subject: str | None) -> Finding:
+    others = [r for r in recs if r.code != 154]
+    after = ", ".join(f"Xid {r.code}" for r in others) or "no other Xid in this boot's log"
+    return finding(
+        "xid-recovery-required",
+        Severity.BLOCKER,
+        summary=f"{who}: the driver says it needs {action} (Xid 154, after {after}).",
+        cause="The driver changed the GPU's recovery action (Xid 154): until that is done, work on the GPU fails or "
+        "hangs. " + "; ".join(f"Xid {r.code} ({xid_entry(r.code).get('description', '?')})" for r in others),
+        remedy="Drain the GPU and do what the driver asks: reset the GPU (`sudo nvidia-smi -r -i <gpu>`) for "
+        "'GPU Reset Required', reboot the node for 'Node Reboot Required'.",
+        evidence={**base, "xids": [_record_json(r) for r in recs]},
+        subject=subject,
+    )
+
+
+def _application(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None) -> Finding:
+    procs = sorted({f"{r.process or '?'} (pid {r.pid})" if r.pid is not None else str(r.process) for r in rs})
+    codes = sorted({r.code for r in rs})
+    return finding(
+        "xid-application-fault",
+        Severity.INFO,
+        summary=f"{who}: {', '.join(procs)} faulted on it (Xid {', '.join(map(str, codes))}); nothing else is "
+        "wrong with the GPU in the kernel log.",
+        cause="; ".join(f"Xid {c}: {xid_entry(c).get('description', '?')}" for c in codes)
+        + ". These are most often the program's own fault (an illegal address, an illegal instruction, a killed "
+        "job), not the GPU's: NVIDIA's action is RESTART_APP, the node stays in service.",
+        remedy="Debug the program (run it under `compute-sanitizer`, or with CUDA_LAUNCH_BLOCKING=1 to find the "
+        "kernel); look at the GPU only if other programs fault on it too.",
+        evidence={**base, "xids": [_record_json(r) for r in rs]},
+        subject=subject,
+    )
+
+
+def _recorded(who: str, r: XidRecord, base: dict[str, Any], subject: str | None) -> Finding:
+    entry = xid_entry(r.code)
+    return finding(
+        "xid-recorded",
+        Severity.INFO,
+        summary=f"{who}: the kernel log records Xid {r.code} ({entry.get('description', 'not in NVIDIA’s catalog')}), "
+        f"{_when([r])}.",
+        cause=f"`NVRM: Xid (PCI:{r.device}): {r.code}, {r.first_text[:200]}`. NVIDIA's immediate action: "
+        f"{entry.get('immediate_action') or 'none given'}; investigatory: {entry.get('investigatory_action') or 'none given'}.",
+        remedy="Nothing to do unless it recurs; then follow NVIDIA's Xid catalog "
+        "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) for this code.",
+        evidence={**base, "xids": [_record_json(r)]},
+        subject=subject,
+    )
+
+
+def _sxid_finding(r: XidRecord, rf: RecordsFacts) -> Finding:
+    entry = xid_catalog()["sxid"]
+    name = entry.get(str(r.code), {}).get("name") if isinstance(entry.get(str(r.code)), dict) else None
+    subject = f"NVSwitch {r.device}"
+    evidence = {"sxid": r.code, "name": name, "nvswitch": r.switch, "pci": r.device, "count": r.count,
+                "first_s": r.first_s, "last_s": r.last_s, "first": r.first_text[:300], "fatal": r.fatal,
+                "source": "kernel log"}
+    if r.fatal:
+        return finding(
+            "nvlink-degraded",
+            Severity.DEGRADED,
+            summary=f"{subject} ({r.switch}) logged a Fatal SXid {r.code}{f' ({name})' if name else ''}: NVLink traffic "
+            "through it stalls.",
+            cause=str(entry.get("_meaning")),
+            remedy="Drain the node and restart it to reset the GPUs and NVSwitches (Fabric Manager user guide).",
+            evidence=evidence,
+            subject=subject,
+        )
+    return finding(
+        "xid-recorded",
+        Severity.INFO,
+        summary=f"{subject} ({r.switch}) logged a non-fatal SXid {r.code}{f' ({name})' if name else ''}, {_when([r])}.",
+        cause="A non-fatal NVSwitch error: the switch corrected or contained it. " + str(entry.get("_meaning")),
+        remedy="Nothing to do unless it recurs or turns Fatal.",
+        evidence=evidence,
+        subject=subject,
+    )
+
+
+# --- Fabric Manager -----------------------------------------------------------------------------------------------
+
+
+def fabric_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    """``fabric-manager-not-running``: cuInit returned CUDA_ERROR_SYSTEM_NOT_READY (802) where NVSwitches are on the
+    PCI bus (the driver rules leave 802 to this rule there)."""
+    cf = facts.cuda.facts
+    init = cf.init if cf is not None else None
+    switches = nvswitches(facts)
+    if init is None or init.code != CUDA_SYSTEM_NOT_READY or not switches:
+        return []
+    rf = facts_of(outcome_of(facts))
+    fab = rf.fabric if rf is not None else None
+    module = facts.kernel.module_version
+    evidence: dict[str, Any] = {
+        "cuInit": init.code, "name": init.name, "message": init.message,
+        "nvswitches": [d.bus_id for d in switches], "driver": module,
+    }
+    seen, remedy = _service_seen(fab, module)
+    evidence.update(seen)
+    return [
+        finding(
+            "fabric-manager-not-running",
+            Severity.BLOCKER,
+            summary=f"cuInit fails with {init.name or init.code} on this NVSwitch machine ({len(switches)} NVSwitches): "
+            "Fabric Manager has not set up the NVLink fabric.",
+            cause=f"cuInit() returned {init.code} ({init.name}): on HGX/DGX systems CUDA cannot initialise until the "
+            "nvidia-fabricmanager service, of exactly the driver's version, has configured the NVSwitches. "
+            + str(seen.get("fabric_manager")),
+            remedy=remedy,
+            evidence=evidence,
+        )
+    ]
+
+
+def _service_seen(fab: FabricFacts | None, module: str | None) -> tuple[dict[str, Any], str]:
+    start = ("Start it: `sudo systemctl enable --now nvidia-fabricmanager`, then `journalctl -u nvidia-fabricmanager` "
+             "if it does not stay up.")
+    if fab is None:
+        return {"fabric_manager": "Its state could not be read (the records probe did not run)."}, start
+    seen: dict[str, Any] = {
+        "unit": {"load": fab.unit_load_state, "active": fab.unit_active_state, "sub": fab.unit_sub_state,
+                 "result": fab.unit_result, "error": fab.unit_error},
+        "processes": list(fab.processes), "fabric_manager_version": fab.version, "binary": fab.binary,
+        "version_error": fab.version_error, "nvswitch_nodes": list(fab.nvswitch_nodes),
+    }
+    if fab.version is None and fab.binary is None:
+        seen["fabric_manager"] = f"Fabric Manager is not installed ({fab.version_error})."
+        branch = module.split(".")[0] if module else "<driver branch>"
+        return seen, (f"Install Fabric Manager of the driver's version {module or ''} (`sudo apt install "
+                      f"nvidia-fabricmanager-{branch}` or the driver's `cuda-drivers-fabricmanager-{branch}`), then "
+                      "`sudo systemctl enable --now nvidia-fabricmanager`.")
+    if fab.version and module and fab.version != module:
+        seen["fabric_manager"] = (f"Fabric Manager {fab.version} is installed but the driver is {module}: it refuses "
+                                  "to run with a driver of another version.")
+        return seen, (f"Install Fabric Manager {module} (the driver's exact version) and restart it "
+                      "(`sudo systemctl restart nvidia-fabricmanager`), or reboot after a driver upgrade.")
+    if fab.processes:
+        seen["fabric_manager"] = (f"Fabric Manager runs ({fab.processes[0]}) but the fabric is not ready: it may still "
+                                  "be starting, or it failed to configure the NVSwitches.")
+        return seen, "Wait for it, then read `journalctl -u nvidia-fabricmanager` and /var/log/fabricmanager.log."
+    state = fab.unit_active_state or "not known"
+    seen["fabric_manager"] = f"Fabric Manager {fab.version or ''} is installed but not running (unit state: {state})."
+    return seen, start
+
+
+def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
+    """Why the kernel log was not looked at: the child did not run, or no source could be read."""
+    out = outcome_of(facts)
+    if out is None:
+        return dict.fromkeys(LOG_IDS, facts.not_run.get("records", "the records probe did not run"))
+    rf = facts_of(out)
+    if rf is None:
+        return dict.fromkeys(LOG_IDS, f"the records probe ended {out.exit.status} before it said anything")
+    if rf.log.source is None:
+        return dict.fromkeys(LOG_IDS, "the kernel log could not be read: " + "; ".join(rf.log.tried))
+    return {}

@@ -270,6 +270,20 @@ def test_xid_79_already_seen_by_nvml_is_one_gpu_lost(fake_machine: Callable[[dic
     assert len(gone) == 1 and gone[0].subject == "GPU-0" and gone[0].evidence.get("source") != "kernel log", gone
 
 
+def test_xid_63_that_nvml_counts_too_is_one_ecc_finding(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
+    """The ml-engineering Xid 63 line on a GPU whose NVML counters show the error as well (the counts of
+    tests/scenarios/nvml/a100-uncorrectable-ecc-row-remap-pending.json): one ecc-errors, NVML's, with the log's
+    record as a note of when; not two findings of one fault."""
+    scenario = machine(["0000:10:1c.0"], kmsg_text("xid63-ml-engineering.log"))
+    scenario["gpus"][0]["ecc"] = {"current": 1, "volatile_uncorrected": 2, "aggregate_uncorrected": 2}
+    result = diagnose(fake_machine, scenario)
+    ecc = [f for f in result.findings if f.id == "ecc-errors"]
+    assert len(ecc) == 1 and ecc[0].subject == "GPU-0" and ecc[0].evidence.get("source") != "kernel log", ecc
+    assert "2 uncorrectable ECC error(s)" in ecc[0].summary
+    note = the(result, "xid-recorded", "GPU-0")
+    assert note.evidence["xids"][0]["xid"] == 63 and note.severity.value == "info"
+
+
 def test_a_gsp_error_followed_by_xid_154_carries_the_drivers_recovery_action(
     fake_machine: Callable[[dict[str, Any]], Path],
 ) -> None:
@@ -361,7 +375,12 @@ def test_hgx_h100_with_four_nvswitches_and_cuinit_802(
     assert len(run.report["facts"]["hardware"]["nvidia_gpus"]) == 8
     outcomes = {c["nodeid"].split("::")[-1]: c["outcome"] for c in run.report["checks"]}
     # The count is blocked by the driver layer's root cause; NVML's and the bus's counts above are eight.
-    assert outcomes["test_fabric_manager"] == "failed" and outcomes["test_gpu_count"] == "skipped"
+    # cuInit is what fails: its check is the one red line (it passed here while cuInit returned 802 until
+    # test_cuda_initialises asked fabric-manager-not-running), the count is blocked.
+    assert outcomes["test_cuda_initialises"] == "failed" and outcomes["test_gpu_count"] == "skipped"
+    failed = [c for c in run.report["checks"] if c["outcome"] == "failed"]
+    assert [c["nodeid"].split("::")[-1] for c in failed] == ["test_cuda_initialises"]
+    assert failed[0]["finding_ids"] == ["fabric-manager-not-running"]
 
 
 def test_a_user_programs_xid_31_and_43_are_notes_and_the_gpus_usable(

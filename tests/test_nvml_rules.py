@@ -154,11 +154,11 @@ def test_memory_of_mig_enabled_and_lost_gpus_is_not_judged() -> None:
 
 def test_aggregate_ecc_history_alone_is_not_a_fault() -> None:
     g = gpu(ecc=NvmlEcc(True, True, 0, 12), remapped_rows=RemappedRows(3, 2, False, False))
-    assert nvml._ecc(g) == []
+    assert nvml.ecc_findings(g) == []
 
 
 def test_row_remap_failure_is_a_blocker_asking_for_rma() -> None:
-    (f,) = nvml._ecc(gpu(remapped_rows=RemappedRows(0, 512, False, True)))
+    (f,) = nvml.ecc_findings(gpu(remapped_rows=RemappedRows(0, 512, False, True)))
     assert f.severity is Severity.BLOCKER and "RMA" in f.remedy
 
 

@@ -24,7 +24,7 @@ from gpucheck.pci import BusId, pci_key
 from gpucheck.records.facts import FabricFacts, RecordsFacts, XidRecord
 from gpucheck.records.facts import outcome as outcome_of
 from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, nvswitches
-from gpucheck.rules.nvml import answered, label, lost
+from gpucheck.rules.nvml import answered, ecc_findings, label, lost
 from gpucheck.settings import Settings
 
 RECOVERY_ACTION = "recovery_action"
@@ -130,8 +130,12 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord]) -> list[Find
             by_cause.setdefault(kind, []).append(r)
     if "gpu-lost" in by_cause and gpu is not None and lost(gpu):
         del by_cause["gpu-lost"]  # NVML's gpu-lost says it, for this GPU, now
-    apps = [r for r in recs if _kind(r) == "application"]
     others = [r for r in recs if _kind(r) is None]
+    if "ecc-errors" in by_cause and gpu is not None and _nvml_says_as_much(gpu, by_cause["ecc-errors"]):
+        # NVML's ecc-errors says it for this GPU, with the counters as they are now: the log's records are notes of
+        # when, not a second finding of the same fault.
+        others += by_cause.pop("ecc-errors")
+    apps = [r for r in recs if _kind(r) == "application"]
     out = [_cause(cause, who, rs, {**base, "also_logged": [_record_json(r) for r in apps + others]}, subject)
            for cause, rs in by_cause.items()]
     if out or any(_kind(r) == "gpu-lost" for r in recs):
@@ -144,6 +148,13 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord]) -> list[Find
     notes = others + [r for r in apps if r not in named]
     out += [_recorded(who, r, base, subject) for r in notes]
     return out
+
+
+def _nvml_says_as_much(gpu: Any, rs: list[XidRecord]) -> bool:
+    """NVML's ``ecc-errors`` for ``gpu`` is at least as severe as the log's would be (a log's Xid 64/95, which NVML's
+    counters may not show, keeps its own blocker)."""
+    nvml = ecc_findings(gpu)
+    return bool(nvml) and (nvml[0].severity is Severity.BLOCKER or not _ECC_BLOCKERS & {r.code for r in rs})
 
 
 def _when(rs: list[XidRecord]) -> str:

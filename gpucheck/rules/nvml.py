@@ -155,7 +155,7 @@ def nvml_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out += _compute_mode(gpu, any_usable)
     out += _memory(gpus, settings)
     for gpu in gpus:
-        out += _ecc(gpu)
+        out += ecc_findings(gpu)
         out += _clocks(gpu)
         out += _pcie(gpu)
     out += _p2p(nf, settings, framework_gpus(facts))
@@ -359,7 +359,7 @@ def _memory(gpus: tuple[NvmlGpu, ...], settings: Settings) -> list[Finding]:
 # --- health ---------------------------------------------------------------------------------
 
 
-def _ecc(gpu: NvmlGpu) -> list[Finding]:
+def ecc_findings(gpu: NvmlGpu) -> list[Finding]:
     problems: list[str] = []
     severity = Severity.DEGRADED
     rows, pages, ecc = gpu.remapped_rows, gpu.retired_pages, gpu.ecc

@@ -354,6 +354,28 @@ def test_sxid_records_name_the_nvswitch_not_a_gpu(fake_machine: Callable[[dict[s
     assert f.severity.value == "info" and f.evidence["sxid"] == 22013 and f.evidence["nvswitch"] == "nvidia-nvswitch3"
     assert f.evidence["count"] == 2
 
+    assert "safely ignored" in f.cause  # the guide's words on 22013
+
+
+def test_an_sxid_that_stalls_traffic_is_nvlink_degraded_though_not_called_fatal(
+    fake_machine: Callable[[dict[str, Any]], Path],
+) -> None:
+    """gpud's SXid 12028 line carries no Fatal/Non-fatal words; the Fabric Manager guide lists 12028 as non-fatal but
+    says the GPUs' NVLink traffic through the port stalls and later GPU access hangs: a restart, not a note."""
+    result = diagnose(fake_machine, machine(H100_GPUS[:1], kmsg_text("sxid-gpud-338.log"),
+                                            nvswitches=("0000:84:00.0",)))
+    f = the(result, "nvlink-degraded", "NVSwitch 0000:84:00.0")
+    assert f.evidence["name"] == "egress nonposted PRIV error" and f.evidence["class"] == "non-fatal"
+    assert f.action == "reboot" and "stalled" in f.cause and "xid-recorded" not in ids(result)
+
+
+def test_the_sxid_table_holds_the_guides_classes() -> None:
+    from gpucheck.records.rules import xid_catalog
+
+    table = {k: v for k, v in xid_catalog()["sxid"].items() if not k.startswith("_")}
+    assert len(table) >= 90 and {v["class"] for v in table.values()} == {"non-fatal", "potentially fatal", "always fatal"}
+    assert table["11012"]["name"] == "Single bit ECC errors" and table["11012"]["class"] == "non-fatal"
+    assert table["22003"] == {"name": "Minion Halt", "class": "always fatal"}
 
 # --- through pytest --gpucheck on fake machines built from real reports --------------------------------------------
 

@@ -260,28 +260,37 @@ def _recorded(who: str, r: XidRecord, base: dict[str, Any], subject: str | None)
 
 
 def _sxid_finding(r: XidRecord, rf: RecordsFacts) -> Finding:
-    entry = xid_catalog()["sxid"]
-    name = entry.get(str(r.code), {}).get("name") if isinstance(entry.get(str(r.code)), dict) else None
+    """An NVSwitch's SXid: ``nvlink-degraded`` when the driver says Fatal, when the Fabric Manager guide calls the code
+    always fatal, or when the guide says the GPUs' NVLink traffic stalls (11004, 12028, listed as non-fatal); else the
+    note ``xid-recorded``. The guide's recovery from a fatal SXid is a restart that resets the GPUs and NVSwitches, so
+    the finding's action is ``reboot``."""
+    table = xid_catalog()["sxid"]
+    entry = table.get(str(r.code))
+    entry = entry if isinstance(entry, dict) else {}
+    name, cls, impact = entry.get("name"), entry.get("class"), entry.get("impact")
     subject = f"NVSwitch {r.device}"
-    evidence = {"sxid": r.code, "name": name, "nvswitch": r.switch, "pci": r.device, "count": r.count,
-                "first_s": r.first_s, "last_s": r.last_s, "first": r.first_text[:300], "fatal": r.fatal,
-                "source": "kernel log"}
-    if r.fatal:
+    evidence = {"sxid": r.code, "name": name, "class": cls, "impact": impact, "nvswitch": r.switch, "pci": r.device,
+                "count": r.count, "first_s": r.first_s, "last_s": r.last_s, "first": r.first_text[:300],
+                "fatal": r.fatal, "source": "kernel log"}
+    called = f"{r.code}{f' ({name})' if name else ''}"
+    if r.fatal or cls == "always fatal" or entry.get("stalls_traffic"):
+        how = ("a Fatal SXid" if r.fatal else "an SXid the Fabric Manager guide calls always fatal" if cls == "always fatal"
+               else "an SXid whose impact, by the Fabric Manager guide, is stalled NVLink traffic")
         return finding(
             "nvlink-degraded",
             Severity.DEGRADED,
-            summary=f"{subject} ({r.switch}) logged a Fatal SXid {r.code}{f' ({name})' if name else ''}: NVLink traffic "
-            "through it stalls.",
-            cause=str(entry.get("_meaning")),
-            remedy="Drain the node and restart it to reset the GPUs and NVSwitches (Fabric Manager user guide).",
-            evidence=evidence,
+            summary=f"{subject} ({r.switch}) logged {how}, {called}: NVLink traffic through it stalls, {_when([r])}.",
+            cause=" ".join(str(x) for x in (table.get("_meaning"), impact) if x),
+            remedy="Drain the node and restart it to reset the GPUs and NVSwitches (Fabric Manager user guide); if the "
+            "same SXid comes back, have the NVSwitch baseboard inspected.",
+            evidence={**evidence, RECOVERY_ACTION: "reboot"},
             subject=subject,
         )
     return finding(
         "xid-recorded",
         Severity.INFO,
-        summary=f"{subject} ({r.switch}) logged a non-fatal SXid {r.code}{f' ({name})' if name else ''}, {_when([r])}.",
-        cause="A non-fatal NVSwitch error: the switch corrected or contained it. " + str(entry.get("_meaning")),
+        summary=f"{subject} ({r.switch}) logged a non-fatal SXid {called}, {_when([r])}.",
+        cause="A non-fatal NVSwitch error: the switch corrected or contained it. " + (impact or str(table.get("_meaning"))),
         remedy="Nothing to do unless it recurs or turns Fatal.",
         evidence=evidence,
         subject=subject,

@@ -162,6 +162,10 @@ def _remedy(node: ast.expr | None, bound: dict[str, list[ast.expr]]) -> str | No
         return None
     if isinstance(node, ast.Name) and len(bound.get(node.id, [])) == 1:
         node = bound[node.id][0]
+    elif isinstance(node, ast.Name) and node.id in bound:
+        # A remedy chosen among several by what the rule found: each as the code writes it.
+        texts = [t for t in (_text(v) for v in bound[node.id]) if t is not None]
+        return " ".join(f"({i}) {t}" for i, t in enumerate(texts, 1)) if texts else None
     text = _text(node)
     if text is None and isinstance(node, ast.Call):
         return f"composed by `{ast.unparse(node.func)}(...)` at run time"

@@ -71,8 +71,7 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     # docs/explain.md
     f"gpucheck explain {EXPLAINED}": Here(),
     # docs/fleets.md
-    "gpucheck doctor --framework=none --prometheus gpucheck.prom":
-        Elsewhere("tests/test_doctor.py::test_prometheus_textfile_on_this_host", '"--prometheus"'),
+    "gpucheck doctor --framework=none --prometheus gpucheck.prom": Here(),
     "srun --nodes=32 --ntasks-per-node=1 sh -c '.venv/bin/pytest --gpucheck --gpucheck-json=reports/$(hostname).json -q'":
         Cannot("needs a Slurm cluster of 32 nodes; each node's command is README's `pytest --gpucheck --gpucheck-json`"),
     ".venv/bin/gpucheck merge reports/*.json --json fleet.json":
@@ -179,3 +178,20 @@ def test_here_compare_of_two_real_files(tmp_path: Path, markdown: bool) -> None:
         assert summary.read_text().startswith("earlier step\n") and "| --- |" in summary.read_text().replace(":", "-")
     else:
         assert run.stdout.startswith("gpucheck compare: "), run.stdout[:200]
+
+
+def test_here_doctor_prints_what_the_page_shows(tmp_path: Path) -> None:
+    """The page's sample is this driverless host's (as tests/test_doctor.py::test_this_driverless_host has it): the
+    summary and the textfile, less its comments and the two lines that change at every run, are what it shows."""
+    run = _gpucheck("doctor", "--framework=none", "--prometheus", "gpucheck.prom", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout == _sample("docs/fleets.md", "gpucheck doctor --framework=none --prometheus gpucheck.prom")
+    text = (ROOT / "docs" / "fleets.md").read_text(encoding="utf-8")
+    shown = next(b for lang, b in _FENCE.findall(text) if b.startswith('gpucheck_verdict{verdict="accelerated"}'))
+    per_run = ("gpucheck_last_run_timestamp_seconds ", "gpucheck_run_duration_seconds ")
+    written = [ln for ln in (tmp_path / "gpucheck.prom").read_text().splitlines() if not ln.startswith("#")]
+    assert [ln for ln in written if not ln.startswith(per_run)] == [
+        ln for ln in shown.splitlines() if not ln.startswith(per_run)
+    ]
+    assert [ln.split()[0] for ln in written if ln.startswith(per_run)] == [p.strip() for p in per_run]
+

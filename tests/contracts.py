@@ -1,7 +1,7 @@
 """The promises a report makes to the person reading it, as assertions the scenario tests share.
 
 - **One red line**: every failed check carries the root cause, another fault of the root cause's own layer,
-  a finding the report marks ``independent_of_root_cause`` (README, "Checks"), or a (degraded) fault of a
+  a finding the report marks ``independent_of_root_cause`` (docs/how-it-works.md, "Checks"), or a (degraded) fault of a
   layer the root cause's layer rests on, which cannot be its consequence either. A failed check that carries
   only a consequence of the root cause is a second red line with the wrong remedy.
 - **Not checked is never passed**: with ``--gpucheck-framework=none`` no TensorFlow process runs, so every

@@ -92,7 +92,7 @@ def test_a_cluster_document_too_long_for_any_environment_is_a_config_problem(pyt
 
 @pytest.mark.parametrize("quiet", [[], ["-q"]], ids=["header", "quiet"])
 def test_a_user_test_that_cannot_be_collected_exits_2_with_the_whole_diagnosis(pytester: pytest.Pytester, quiet: list[str]) -> None:
-    """pytest ends a run at a collection error as at an interrupt (exit 2, as the README's table says), but the
+    """pytest ends a run at a collection error as at an interrupt (exit 2, as the exit-status table of docs/options.md says), but the
     person is still there: the diagnosis is waited for, with or without the header that used to wait for it."""
     (pytester.path / "test_broken.py").write_text("def test_a(:\n")
     report = pytester.path / "report.json"
@@ -100,5 +100,5 @@ def test_a_user_test_that_cannot_be_collected_exits_2_with_the_whole_diagnosis(p
     assert result.ret == pytest.ExitCode.INTERRUPTED
     data = json.loads(report.read_text())
     assert data["complete"] is True and data["root_cause"]["id"] != "diagnosis-incomplete", data["root_cause"]
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert "a test file beside the suite could not be collected" in readme
+    table = (Path(__file__).parent.parent / "docs" / "options.md").read_text()
+    assert "a test file beside the suite could not be collected" in table

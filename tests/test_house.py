@@ -56,6 +56,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.compare": 6,
     "gpucheck.merge": 6,
     "gpucheck.doctor": 6,
+    "gpucheck.causepage": 6,
     # 7: pytest-facing: the session, the options; 8: the checks, the units' pytest sides, the entry points
     "gpucheck.session": 7,
     "gpucheck.options": 7,

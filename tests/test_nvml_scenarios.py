@@ -112,7 +112,7 @@ def test_scenario(
         assert actual["layer"] in FAKE_WORLD_LAYERS, actual
     if actual is not None:
         assert_one_red_line(report)
-        # README ("Checks"): NVML's memory and health readings do not need TensorFlow, so above a root cause
+        # docs/how-it-works.md ("Checks"): NVML's memory and health readings do not need TensorFlow, so above a root cause
         # that only the fake world breaks (TensorFlow's side) they are marked independent of it in the JSON.
         for f in report["findings"]:
             if f["id"] in NVML_READINGS and f["severity"] != "info":

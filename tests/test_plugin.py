@@ -310,7 +310,7 @@ def test_exit_status_is_never_0_unless_accelerated(
 
 
 def test_exit_status_of_a_run() -> None:
-    """The table the README gives, as the function that applies it."""
+    """The exit-status table of docs/options.md, as the function that applies it."""
     from gpucheck.session import EXIT_REPORT_NOT_WRITTEN, exit_status
 
     class R:

@@ -15,6 +15,7 @@ from gpucheck.options import add_options, resolve
 from gpucheck.settings import conflicts
 
 SESSION_PLUGIN_NAME = "gpucheck-session"
+HTML_PLUGIN_NAME = "gpucheck-html"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     session = GpucheckSession(config, settings)
     config.pluginmanager.register(session, SESSION_PLUGIN_NAME)
+    if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", default=None):
+        from gpucheck import htmlreport  # pytest-html's report (--html): optional, docs/html-report.md
+
+        htmlreport.register(config, session, HTML_PLUGIN_NAME)
     session.start()
 
 
@@ -60,3 +65,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None:
         session.close()
         config.pluginmanager.unregister(session, SESSION_PLUGIN_NAME)
+    if config.pluginmanager.get_plugin(HTML_PLUGIN_NAME) is not None:
+        config.pluginmanager.unregister(name=HTML_PLUGIN_NAME)

@@ -66,6 +66,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.cluster.checks_cluster": 8,
     "gpucheck.records.checks_records": 8,
     "gpucheck.plugin": 8,
+    "gpucheck.htmlreport": 8,
     "gpucheck.cli": 8,
 }
 #: The units that are packages: nothing imports their modules but themselves and the registry.
@@ -73,7 +74,7 @@ UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records")
 #: Modules that may import pytest: the plugin and what it registers.
 PYTEST_MODULES = (
     "gpucheck.plugin", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
-    "gpucheck.performance.checks_", "gpucheck.cluster.checks_", "gpucheck.records.checks_",
+    "gpucheck.htmlreport", "gpucheck.performance.checks_", "gpucheck.cluster.checks_", "gpucheck.records.checks_",
 )
 
 

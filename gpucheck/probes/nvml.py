@@ -22,13 +22,16 @@ from typing import Any, NamedTuple
 from gpucheck.facts import (
     CudaCall,
     MigInstance,
+    NvLinkState,
     NvmlEcc,
     NvmlError,
+    NvmlFabric,
     NvmlFacts,
     NvmlGpu,
     NvmlLink,
     NvmlMemory,
     NvmlMig,
+    NvmlNvLink,
     NvmlPcie,
     NvmlProcess,
     RemappedRows,
@@ -42,6 +45,7 @@ NOT_SUPPORTED = "not-supported"
 FUNCTION_NOT_FOUND = "function-not-found"
 FAILED = "failed"
 
+NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
@@ -57,6 +61,10 @@ PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT = 0
 PAGE_RETIREMENT_CAUSE_DOUBLE_BIT = 1
 TEMPERATURE_GPU = 0
 MAX_GPUS = 64
+#: nvml.h NVML_NVLINK_MAX_LINKS (36 in nvidia-ml-py 13): a bound across architectures, not a GPU's link count.
+NVLINK_MAX_LINKS = 36
+#: nvmlNvLinkErrorCounter_t: DL replay, DL recovery, CRC flit, CRC data (the counters `nvidia-smi nvlink -e` shows).
+NVLINK_COUNTERS = (("replay", 0), ("recovery", 1), ("crc_flit", 2), ("crc_data", 3))
 
 
 class Calls:
@@ -253,9 +261,82 @@ def _probe_gpu(nv: Any, index: int) -> tuple[NvmlGpu, Any]:
             width=c.get(("nvmlDeviceGetCurrPcieLinkWidth", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h))),
             width_max=c.get(("nvmlDeviceGetMaxPcieLinkWidth", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h))),
         ),
+        nvlink=_nvlinks(nv, c, h),
+        fabric=_fabric(nv, c, h),
         errors=tuple(c.errors),
     )
     return gpu, handle
+
+
+def _nvlinks(nv: Any, c: Calls, h: Any) -> NvmlNvLink:
+    """Each link index from 0 until NVML refuses one: INVALID_ARGUMENT past the GPU's last link (a GB200 has 18,
+    and NVML refuses 18..35: NVIDIA/TensorRT-LLM#17060), NOT_SUPPORTED at link 0 on a GPU without NVLink. Those two
+    are answers, kept as ``ended_by``; any other error is also kept in the GPU's errors. The counters are asked
+    while the GPU gives them (one NOT_SUPPORTED or missing entry point ends them for the GPU)."""
+    links: list[NvLinkState] = []
+    counters = True
+    for link in range(NVLINK_MAX_LINKS):
+        state, error = c.attempt("nvmlDeviceGetNvLinkState", partial(nv.nvmlDeviceGetNvLinkState, h, link))
+        if error is not None:
+            if error.code not in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED) or (
+                error.code == NVML_ERROR_NOT_SUPPORTED and link > 0
+            ):
+                c.errors.append(error)
+            return NvmlNvLink(tuple(links), error)
+        counts: dict[str, int | None] = {}
+        for name, counter in NVLINK_COUNTERS if counters else ():
+            value, cerr = c.attempt(
+                "nvmlDeviceGetNvLinkErrorCounter", partial(nv.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
+            )
+            if cerr is not None:
+                c.errors.append(cerr)
+                if cerr.kind in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
+                    counters = False
+                    break
+            counts[name] = int(value) if value is not None else None
+        links.append(NvLinkState(link, int(state), **counts))
+    return NvmlNvLink(tuple(links), None)
+
+
+def _fabric(nv: Any, c: Calls, h: Any) -> NvmlFabric | None:
+    """The GPU's NVLink fabric registration (NVSwitch systems); NOT_SUPPORTED, the answer elsewhere, is kept in
+    the GPU's errors as every unsupported call is. Bindings without the calls give None."""
+    from ctypes import byref
+
+    tries: list[tuple[str, Callable[[], Any]]] = []
+    if hasattr(nv, "nvmlDeviceGetGpuFabricInfoV") and hasattr(nv, "c_nvmlGpuFabricInfoV_t"):
+
+        def v() -> Any:
+            info = nv.c_nvmlGpuFabricInfoV_t()  # sets its version field (v2)
+            nv.nvmlDeviceGetGpuFabricInfoV(h, byref(info))
+            return info
+
+        tries.append(("nvmlDeviceGetGpuFabricInfoV", v))
+    if hasattr(nv, "nvmlDeviceGetGpuFabricInfo") and hasattr(nv, "c_nvmlGpuFabricInfo_t"):
+
+        def v1() -> Any:
+            info = nv.c_nvmlGpuFabricInfo_t()
+            nv.nvmlDeviceGetGpuFabricInfo(h, byref(info))
+            return info
+
+        tries.append(("nvmlDeviceGetGpuFabricInfo", v1))
+    if not tries:
+        return None
+    info = c.get(*tries)
+    if info is None:
+        return None
+    api = c.answered or tries[0][0]
+    status = int(info.status)
+    uuid = bytes(info.clusterUuid).hex()
+    return NvmlFabric(
+        state=int(info.state),
+        status=status,
+        status_name=NVML_ERRORS.get(status, f"NVML_ERROR_{status}"),
+        clique_id=int(info.cliqueId),
+        cluster_uuid=f"{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}",
+        health_mask=int(info.healthMask) if api.endswith("V") else None,
+        api=api,
+    )
 
 
 def _memory(nv: Any, c: Calls, h: Any) -> NvmlMemory | None:

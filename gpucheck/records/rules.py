@@ -23,8 +23,8 @@ from gpucheck.model import Finding, Severity, finding
 from gpucheck.pci import BusId, pci_key
 from gpucheck.records.facts import FabricFacts, RecordsFacts, XidRecord
 from gpucheck.records.facts import outcome as outcome_of
-from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, nvswitches
-from gpucheck.rules.nvml import answered, label, lost
+from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, label, nvswitches
+from gpucheck.rules.nvml import answered, lost
 from gpucheck.settings import Settings
 
 RECOVERY_ACTION = "recovery_action"

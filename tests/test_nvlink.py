@@ -302,7 +302,31 @@ def test_pytest_gpucheck_fails_the_gpus_nvlink_check_alone(
     assert run.report["root_cause"] is None
     assert {s["layer"]: s["state"] for s in run.report["layers"]}["health"] == "degraded"
     run.result.stdout.fnmatch_lines([
+        "gpucheck:   GPU 3: NVIDIA H100 80GB HBM3, 00000000:5D:00.0, cc 9.0, *, PCIe Gen1 x16, NVLink 14 of 18 active, 34 C",
         "also: nvlink-degraded (health, degraded): GPU 3 (NVIDIA H100 80GB HBM3, 00000000:5D:00.0): 14 of its 18 "
         "NVLinks are active (inactive: link 2, 7, 11, 16).",
         "FAILED checks_nvml.py::test_nvlink_links[[]GPU-3[]] - Failed: nvlink-degraded*",
     ])
+
+
+def test_the_kernel_logs_xid_74_and_the_links_down_now_are_two_findings_of_one_check(
+    fake_machine: Callable[[dict[str, Any]], Path],
+) -> None:
+    """NVIDIA's own Xid 74 line (NVSentinel#516: "NVLink: fatal error detected on link 14") in this boot's kernel log,
+    and NVML showing link 14 of that GPU inactive now: the records unit's nvlink-degraded (source: kernel log) and
+    NVML's (source: NVML) stand side by side, one id, one GPU, two observations; the GPU's NVLink check fails with
+    both. The diagnosis in-process, its probes in children, no TensorFlow."""
+    from gpucheck.blocking import Question, decide
+    from gpucheck.diagnosis import Diagnosis
+    from tests.test_kernel_log import kmsg_text, machine
+
+    scenario = machine(["0003:00:00.0"], kmsg_text("xid74-nvsentinel-516.log"))
+    scenario["gpus"][0]["nvlink"] = {"state": "1" * 14 + "0" + "1" * 3}
+    fake_machine(scenario)
+    result = Diagnosis(Settings(framework="none")).result()
+    found = sorted((f.evidence["source"], f.subject, f.severity.value) for f in result.findings if f.id == "nvlink-degraded")
+    assert found == [("NVML", "GPU-0", "degraded"), ("kernel log", "GPU-0", "degraded")], found
+    nvml_one = next(f for f in result.findings if f.id == "nvlink-degraded" and f.evidence["source"] == "NVML")
+    assert nvml_one.evidence["inactive"] == [14]
+    decision = decide(result, Question("health", ("nvlink-degraded",), subject="GPU-0"))
+    assert decision.outcome == "failed" and len(decision.faults) == 2

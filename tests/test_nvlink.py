@@ -330,3 +330,18 @@ def test_the_kernel_logs_xid_74_and_the_links_down_now_are_two_findings_of_one_c
     assert nvml_one.evidence["inactive"] == [14]
     decision = decide(result, Question("health", ("nvlink-degraded",), subject="GPU-0"))
     assert decision.outcome == "failed" and len(decision.faults) == 2
+
+
+def test_a_driver_that_refuses_the_fabric_structs_version_is_read_through_the_older_call(
+    fake_machine: Callable[[dict[str, Any]], Path], tmp_path: Path
+) -> None:
+    """The GB200 tray of nd-gb200-fabric-insufficient-resources.json on a driver whose nvmlDeviceGetGpuFabricInfoV
+    answers NVML_ERROR_ARGUMENT_VERSION_MISMATCH (it knows another version of the struct): the older
+    nvmlDeviceGetGpuFabricInfo still gives state, status and clique (no health mask), and GPU 2 is still found."""
+    scenario = load(SCENARIOS / "nvlink" / "nd-gb200-fabric-insufficient-resources.json")
+    scenario["nvml"] = {"fn": {"nvmlDeviceGetGpuFabricInfoV": 25}}
+    nf = probe(fake_machine, scenario, tmp_path)
+    fabric = by_gpu(nf)["GPU-2"].fabric
+    assert fabric is not None and fabric.api == "nvmlDeviceGetGpuFabricInfo" and fabric.health_mask is None
+    assert (fabric.state, fabric.status_name, fabric.clique_id) == (3, "NVML_ERROR_INSUFFICIENT_RESOURCES", 0)
+    assert [f.subject for f in nvlink_rules(nf, Settings())] == ["GPU-2"]

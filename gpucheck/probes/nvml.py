@@ -49,6 +49,7 @@ NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 
 #: nvml.h values; nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as a tuple (../shared/PITFALLS.md), so
 #: the integers are passed.
@@ -289,11 +290,13 @@ def _nvlinks(nv: Any, c: Calls, h: Any) -> NvmlNvLink:
                 "nvmlDeviceGetNvLinkErrorCounter", partial(nv.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
             )
             if cerr is not None:
+                # Kept once per link. A trained link without counters means the GPU gives none (not asked again);
+                # a link that is down may simply have none to give, and the next link is still asked.
                 c.errors.append(cerr)
-                if cerr.kind in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
+                if int(state) in (1, 2) and cerr.kind in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
                     counters = False
-                    break
-            counts[name] = int(value) if value is not None else None
+                break
+            counts[name] = int(value)
         links.append(NvLinkState(link, int(state), **counts))
     return NvmlNvLink(tuple(links), None)
 
@@ -303,29 +306,31 @@ def _fabric(nv: Any, c: Calls, h: Any) -> NvmlFabric | None:
     the GPU's errors as every unsupported call is. Bindings without the calls give None."""
     from ctypes import byref
 
-    tries: list[tuple[str, Callable[[], Any]]] = []
-    if hasattr(nv, "nvmlDeviceGetGpuFabricInfoV") and hasattr(nv, "c_nvmlGpuFabricInfoV_t"):
+    def v() -> Any:
+        info = nv.c_nvmlGpuFabricInfoV_t()  # its constructor sets the version field (v2)
+        nv.nvmlDeviceGetGpuFabricInfoV(h, byref(info))
+        return info
 
-        def v() -> Any:
-            info = nv.c_nvmlGpuFabricInfoV_t()  # sets its version field (v2)
-            nv.nvmlDeviceGetGpuFabricInfoV(h, byref(info))
-            return info
+    def v1() -> Any:
+        info = nv.c_nvmlGpuFabricInfo_t()
+        nv.nvmlDeviceGetGpuFabricInfo(h, byref(info))
+        return info
 
-        tries.append(("nvmlDeviceGetGpuFabricInfoV", v))
-    if hasattr(nv, "nvmlDeviceGetGpuFabricInfo") and hasattr(nv, "c_nvmlGpuFabricInfo_t"):
-
-        def v1() -> Any:
-            info = nv.c_nvmlGpuFabricInfo_t()
-            nv.nvmlDeviceGetGpuFabricInfo(h, byref(info))
-            return info
-
-        tries.append(("nvmlDeviceGetGpuFabricInfo", v1))
-    if not tries:
-        return None
-    info = c.get(*tries)
+    has_v = hasattr(nv, "nvmlDeviceGetGpuFabricInfoV") and hasattr(nv, "c_nvmlGpuFabricInfoV_t")
+    has_v1 = hasattr(nv, "nvmlDeviceGetGpuFabricInfo") and hasattr(nv, "c_nvmlGpuFabricInfo_t")
+    info, api = None, "nvmlDeviceGetGpuFabricInfoV"
+    if has_v:
+        info, error = c.attempt(api, v)
+        # A driver that lacks the V call, or knows another version of its struct, may still have the older call.
+        older = error is not None and (error.kind == FUNCTION_NOT_FOUND or error.code == NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        if error is not None and not (older and has_v1):
+            c.errors.append(error)
+            return None
+    if info is None and has_v1:
+        api = "nvmlDeviceGetGpuFabricInfo"
+        info = c.get((api, v1))
     if info is None:
         return None
-    api = c.answered or tries[0][0]
     status = int(info.status)
     uuid = bytes(info.clusterUuid).hex()
     return NvmlFabric(

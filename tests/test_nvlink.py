@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.facts import NvLinkState, NvmlFabric, NvmlFacts, NvmlGpu, NvmlNvLink, from_json
+from gpucheck.facts import NvLinkState, NvmlFabric, NvmlFacts, NvmlGpu, NvmlMig, NvmlNvLink, from_json
 from gpucheck.knowledge import data, nvlink_sku
 from gpucheck.model import Severity, catalog
 from gpucheck.performance import rules as perf_rules
@@ -215,6 +215,15 @@ def test_an_sxm_gpu_with_no_link_up_is_a_fault_only_beside_peers_that_have_their
     assert nvlink_rules(all_off, Settings(), True) == []
     (f,) = nvlink_rules(alone, Settings(expect_nvlink=True), True)
     assert "NvLinkDisable: 1" in f.cause and f.evidence["nvlink_disable_param"] is True
+
+
+def test_a_gpu_in_mig_mode_has_its_links_left_alone() -> None:
+    """With MIG on, NVLink is not used at all (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/deployment-considerations.html;
+    https://docs.rapids.ai/deployment/stable/guides/mig: "When using MIG, NVLink and NVSwitch are thus completely
+    unavailable"): its links are not judged, its peers' still are."""
+    mig = replace(nvgpu(0, "NVIDIA A100-SXM4-80GB", "0" * 12), mig=NvmlMig(1, 1, 7))
+    nf = facts_of_gpus(mig, nvgpu(1, "NVIDIA A100-SXM4-80GB", "1" * 12), nvgpu(2, "NVIDIA A100-SXM4-80GB", "1" * 11 + "0"))
+    assert subjects(nf) == ["GPU-2"]
 
 
 def test_asleep_links_are_up_and_counters_alone_are_not_judged() -> None:

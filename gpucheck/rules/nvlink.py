@@ -83,7 +83,9 @@ def judge_links(gpu: NvmlGpu, gpus: Sequence[NvmlGpu], settings: Settings) -> Li
     """Whether ``gpu`` has fewer active NVLinks than it should (see the module's docstring); None when not, or when
     NVML lists no link for it (no NVLink, or not read)."""
     nl = gpu.nvlink
-    if nl is None or not nl.links:
+    if nl is None or not nl.links or (gpu.mig is not None and gpu.mig.current == 1):
+        # With MIG on, GPU-to-GPU traffic over NVLink is not available at all (NVIDIA's MIG user guide, deployment
+        # considerations; RAPIDS' MIG guide: "When using MIG, NVLink and NVSwitch are thus completely unavailable").
         return None
     active, listed = nl.active, len(nl.links)
     sku = nvlink_sku(gpu.name)

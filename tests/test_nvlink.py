@@ -313,7 +313,7 @@ def test_pytest_gpucheck_fails_the_gpus_nvlink_check_alone(
     run.result.stdout.fnmatch_lines([
         "gpucheck:   GPU 3: NVIDIA H100 80GB HBM3, 00000000:5D:00.0, cc 9.0, *, PCIe Gen1 x16, NVLink 14 of 18 active, 34 C",
         "also: nvlink-degraded (health, degraded): GPU 3 (NVIDIA H100 80GB HBM3, 00000000:5D:00.0): 14 of its 18 "
-        "NVLinks are active (inactive: link 2, 7, 11, 16).",
+        "NVLinks are active (inactive: links 2, 7, 11, 16).",
         "FAILED checks_nvml.py::test_nvlink_links[[]GPU-3[]] - Failed: nvlink-degraded*",
     ])
 

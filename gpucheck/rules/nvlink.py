@@ -156,7 +156,8 @@ def _finding(gpu: NvmlGpu, links: LinkJudgement | None, fabric: list[str], nvlin
     if links is not None:
         down = ", ".join(map(str, inactive))
         design = f"; {links.by_design} of them by design" if links.by_design else ""
-        parts.append(f"{links.active} of its {links.expected} NVLinks are active (inactive: link {down}{design})")
+        which = f"link{'s' if len(inactive) > 1 else ''} {down}{design}"
+        parts.append(f"{links.active} of its {links.expected} NVLinks are active (inactive: {which})")
     parts += fabric
     causes = []
     if links is not None:

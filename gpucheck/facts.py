@@ -76,6 +76,9 @@ class KernelFacts:
     competing_modules: tuple[str, ...]
     #: The reads of procfs and /dev did not finish within their time limit (``version_error`` says which).
     unanswered: bool = False
+    #: /proc/driver/nvidia/params ``NvLinkDisable``: the module was loaded with NVreg_NvLinkDisable=1 (cloud VMs that
+    #: get one GPU of an NVLink board do this); None where the file was not read.
+    nvlink_disabled: bool | None = None
 
 
 # --- visibility -----------------------------------------------------------------------
@@ -253,6 +256,63 @@ class NvmlPcie:
 
 
 @dataclass(frozen=True)
+class NvLinkState:
+    """One NVLink of a GPU: what nvmlDeviceGetNvLinkState answered for its index, and its error counters."""
+
+    link: int
+    #: NVML_NVLINK_STATE_*: 0 inactive, 1 active, 2 asleep (a trained link in a low-power state).
+    state: int
+    #: nvmlDeviceGetNvLinkErrorCounter (DL replay, DL recovery, CRC flit, CRC data): counts since the driver
+    #: loaded or the counters were last reset (``nvidia-smi nvlink -re``); None where NVML gives none.
+    replay: int | None = None
+    recovery: int | None = None
+    crc_flit: int | None = None
+    crc_data: int | None = None
+
+    @property
+    def up(self) -> bool:
+        """Trained: active, or asleep in a low-power state (which is power saving, not a fault)."""
+        return self.state in (1, 2)
+
+
+@dataclass(frozen=True)
+class NvmlNvLink:
+    """A GPU's NVLinks as NVML lists them: each link index from 0 that nvmlDeviceGetNvLinkState answered, up to
+    the first it refused. NVML answers for every link the GPU has, trained or not (an H100 NVL without a bridge
+    answers 18 inactive links), and refuses the next index with NVML_ERROR_INVALID_ARGUMENT; a GPU without
+    NVLink refuses link 0 with NVML_ERROR_NOT_SUPPORTED."""
+
+    links: tuple[NvLinkState, ...]
+    #: The answer that ended the walk (None when every index up to NVML_NVLINK_MAX_LINKS answered).
+    ended_by: NvmlError | None = None
+
+    @property
+    def active(self) -> int:
+        return sum(1 for link in self.links if link.up)
+
+    @property
+    def inactive(self) -> tuple[int, ...]:
+        return tuple(link.link for link in self.links if not link.up)
+
+
+@dataclass(frozen=True)
+class NvmlFabric:
+    """nvmlDeviceGetGpuFabricInfoV (else nvmlDeviceGetGpuFabricInfo): the GPU's registration with the NVLink
+    fabric of an NVSwitch system (HGX, GB200 NVL). NOT_SUPPORTED (no such fabric) is the normal answer elsewhere."""
+
+    #: nvmlGpuFabricState_t: 0 not supported, 1 not started, 2 in progress, 3 completed.
+    state: int
+    #: An nvmlReturn_t: the outcome of the registration once completed (0 success; e.g. 23 insufficient resources).
+    status: int | None
+    status_name: str | None
+    clique_id: int | None
+    cluster_uuid: str | None
+    #: The V call's health mask (NVML_GPU_FABRIC_HEALTH_MASK_*); None from the older call.
+    health_mask: int | None
+    api: str
+
+
+@dataclass(frozen=True)
 class NvmlGpu:
     index: int
     #: Why no handle could be had (e.g. NVML_ERROR_GPU_IS_LOST): then every other field is empty.
@@ -283,6 +343,9 @@ class NvmlGpu:
     utilization_gpu: int | None = None
     utilization_memory: int | None = None
     pcie: NvmlPcie | None = None
+    #: Its NVLinks; None where they were not read (no handle, an older probe).
+    nvlink: NvmlNvLink | None = None
+    fabric: NvmlFabric | None = None
     #: Every call about this GPU that gave no value.
     errors: tuple[NvmlError, ...] = ()
 

@@ -282,3 +282,62 @@ def libraries_for(cuda_version: str, cudnn_version: str | None) -> list[dict[str
             entry["soname"] = entry["soname"].replace("{cudnn_major}", str(cudnn_major))
         out.append(entry)
     return out
+
+
+# --- NVLink per GPU model ---------------------------------------------------------------------------------------
+
+#: Prefixes that NVML, nvidia-smi and TensorFlow put before the model name ("NVIDIA H100 PCIe", "Tesla T4").
+_VENDOR_PREFIX = re.compile(r"^(?:(?:NVIDIA|Tesla)\s+)+", re.IGNORECASE)
+
+
+def model_name(name: str) -> str:
+    """The device name as the data files' ``names`` patterns see it: ``"NVIDIA H100 80GB HBM3"`` -> ``"H100 80GB HBM3"``."""
+    return _VENDOR_PREFIX.sub("", name.strip()).strip()
+
+
+@dataclass(frozen=True)
+class NvlinkSku:
+    """What a GPU model's NVLinks look like when healthy (``data/nvlink_skus.json``)."""
+
+    model: str
+    #: "fixed" (wired on the board: all active), "bridge" (through optional bridges: 0 or the bridged count),
+    #: "none" (no NVLink).
+    kind: str
+    #: The active counts a healthy card of the model shows.
+    healthy: tuple[int, ...]
+    #: How many link indices NVML lists for it, where a public report shows it.
+    slots: int | None
+    sources: tuple[str, ...]
+    note: str
+
+    @property
+    def designed(self) -> int:
+        """The most links it has active when healthy (the bridged count of a bridge card)."""
+        return max(self.healthy)
+
+
+@cache
+def _nvlink_table() -> tuple[tuple[tuple[re.Pattern[str], ...], NvlinkSku], ...]:
+    rows: list[dict[str, Any]] = data("nvlink_skus.json")["models"]
+    return tuple(
+        (
+            tuple(re.compile(p, re.IGNORECASE) for p in row["names"]),
+            NvlinkSku(
+                model=str(row["model"]),
+                kind=str(row["kind"]),
+                healthy=tuple(int(n) for n in row["healthy"]),
+                slots=int(row["slots"]) if row.get("slots") is not None else None,
+                sources=tuple(str(s) for s in row["sources"]),
+                note=str(row.get("note", "")),
+            ),
+        )
+        for row in rows
+    )
+
+
+def nvlink_sku(name: str | None) -> NvlinkSku | None:
+    """The NVLink design of the model ``name`` (as NVML reports it) belongs to; None for an unknown model."""
+    wanted = model_name(name) if name else ""
+    if not wanted:
+        return None
+    return next((sku for patterns, sku in _nvlink_table() if any(p.fullmatch(wanted) for p in patterns)), None)

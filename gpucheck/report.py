@@ -125,6 +125,8 @@ def inventory_lines(facts: Facts, limit: int = 16) -> list[str]:
             bits.append(f"MIG on ({len(g.mig.instances)} instance(s))")
         if g.pcie is not None and g.pcie.gen is not None and g.pcie.width is not None:
             bits.append(f"PCIe Gen{g.pcie.gen} x{g.pcie.width}")
+        if g.nvlink is not None and g.nvlink.links:
+            bits.append(f"NVLink {g.nvlink.active} of {len(g.nvlink.links)} active")
         if g.temperature_c is not None:
             bits.append(f"{g.temperature_c} C")
         lines.append(f"gpucheck:   GPU {g.index}: " + ", ".join(bits))

@@ -216,6 +216,15 @@ OPTIONS: tuple[Option, ...] = (
         "N",
     ),
     Option(
+        "expect-nvlink",
+        parse_switch,
+        None,
+        "the GPUs are meant to be linked by NVLink: a bridge-capable PCIe card (H100 NVL, A100 PCIe ...) with no "
+        "active link is nvlink-degraded (NVML shows an unbridged card and a bridged one whose links did not come up "
+        "alike, so without this it is not reported)",
+        switch=True,
+    ),
+    Option(
         "framework",
         parse_framework,
         "tensorflow",
@@ -296,6 +305,8 @@ class Settings:
     #: As given (``2GiB``, ``10%``); memory_bytes() says how many bytes that is on a GPU.
     min_free_memory: str = _default("min-free-memory")
     expect_gpus: int | None = _default("expect-gpus")
+    #: --gpucheck-expect-nvlink: bridge-capable cards must have their bridged links active.
+    expect_nvlink: bool = _default("expect-nvlink")
     #: "tensorflow", or "none" for the GPU stack alone (no framework probes: a node's health without TensorFlow).
     framework: str = _default("framework")
     #: --gpucheck-deep: the slower, deeper probes too.

@@ -1,5 +1,5 @@
 """Checks of what NVML says: GPU count, each GPU's reachability, MIG and compute mode, memory
-headroom and health, peer-to-peer.
+headroom and health, NVLinks, peer-to-peer.
 
 Per-GPU questions are parametrized by the GPUs NVML lists (``test_memory_headroom[GPU-0]``); they
 get the GPU as ``subject``, so a finding about GPU 1 fails only ``[GPU-1]``. Without a GPU list
@@ -75,6 +75,13 @@ def test_clocks_not_throttled(gpucheck_answer: Answer, gpu: str | None) -> None:
 @asks("health", ("pcie-link-degraded",))
 def test_pcie_link_at_max(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Does the PCIe link run at its full width (and, under load, its full generation)?"""
+    gpucheck_answer.check()
+
+
+@asks("health", ("nvlink-degraded",))
+def test_nvlink_links(gpucheck_answer: Answer, gpu: str | None) -> None:
+    """Are as many of the GPU's NVLinks active as its model has when healthy, and is it registered with the NVLink
+    fabric where there is one? (The kernel log's Xid 74 for this GPU answers it too.)"""
     gpucheck_answer.check()
 
 

@@ -22,10 +22,6 @@ DATA_FILE = "gpu_performance.json"
 #: The dtypes a model's ``tflops`` may name: plain FP32 (CUDA cores), and the tensor-core TF32, FP16, BF16.
 DTYPES: tuple[str, ...] = ("float32", "tf32", "float16", "bfloat16")
 
-#: Prefixes that NVML, nvidia-smi and TensorFlow put before the model name ("NVIDIA H100 PCIe", "Tesla T4").
-_PREFIX = re.compile(r"^(?:(?:NVIDIA|Tesla)\s+)+", re.IGNORECASE)
-
-
 @dataclass(frozen=True)
 class Expected:
     """One model's expected peak figures; None where the data file gives none."""
@@ -92,7 +88,7 @@ def models() -> tuple[Expected, ...]:
 
 def model_name(name: str) -> str:
     """The device name as the ``names`` patterns see it: ``"NVIDIA H100 80GB HBM3"`` -> ``"H100 80GB HBM3"``."""
-    return _PREFIX.sub("", name.strip()).strip()
+    return knowledge.model_name(name)
 
 
 def expected_for(name: str | None) -> Expected | None:

@@ -10,8 +10,8 @@ against what the GPU model can do (``data/gpu_performance.json``), and multi-GPU
 - ``benchmark-failed``: a benchmark raised, or the benchmark process crashed or overran.
 
 Each names the lower-layer evidence that explains it where the diagnosis found any (clocks throttled, the
-PCIe link below its maximum, no peer-to-peer access, other processes on the GPU), and otherwise the
-likely cause.
+PCIe link below its maximum, no peer-to-peer access, NVLinks down or not registered with the fabric, other
+processes on the GPU), and otherwise the likely cause.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gpucheck.settings import Settings
 #: Lower-layer findings that can explain a figure, by what the figure measures: work on one GPU (its
 #: clocks, its memory, other processes on it), or work between GPUs and the host (links, peer access).
 ON_THE_GPU = ("clocks-throttled", "ecc-errors", "gpu-memory-exhausted", "memory-growth-advised")
-BETWEEN_DEVICES = ("pcie-link-degraded", "p2p-unavailable", "p2p-unavailable-note")
+BETWEEN_DEVICES = ("pcie-link-degraded", "p2p-unavailable", "p2p-unavailable-note", "nvlink-degraded")
 #: A one-device training step shorter than this is bound by launching kernels, not by the GPU: its
 #: multi-GPU scaling measures TensorFlow's dispatch, and is reported, not judged.
 MIN_JUDGED_STEP_S = 0.005

@@ -161,6 +161,8 @@ def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
     competing = tuple(
         m for m in ("nouveau", "vfio_pci") if _under(root, f"/sys/module/{m}").is_dir()
     )
+    params = _read(_under(root, "/proc/driver/nvidia/params")) or ""
+    disabled = re.search(r"^NvLinkDisable:\s*(\d+)", params, re.MULTILINE)
     return KernelFacts(
         version_file=str(version_file),
         version_line=version_line,
@@ -169,6 +171,7 @@ def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
         nodes=nodes,
         module_in_sysfs=_under(root, "/sys/module/nvidia").is_dir(),
         competing_modules=competing,
+        nvlink_disabled=bool(int(disabled.group(1))) if disabled else None,
     )
 
 

@@ -22,13 +22,16 @@ from typing import Any, NamedTuple
 from gpucheck.facts import (
     CudaCall,
     MigInstance,
+    NvLinkState,
     NvmlEcc,
     NvmlError,
+    NvmlFabric,
     NvmlFacts,
     NvmlGpu,
     NvmlLink,
     NvmlMemory,
     NvmlMig,
+    NvmlNvLink,
     NvmlPcie,
     NvmlProcess,
     RemappedRows,
@@ -42,9 +45,11 @@ NOT_SUPPORTED = "not-supported"
 FUNCTION_NOT_FOUND = "function-not-found"
 FAILED = "failed"
 
+NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 
 #: nvml.h values; nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as a tuple (../shared/PITFALLS.md), so
 #: the integers are passed.
@@ -57,6 +62,10 @@ PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT = 0
 PAGE_RETIREMENT_CAUSE_DOUBLE_BIT = 1
 TEMPERATURE_GPU = 0
 MAX_GPUS = 64
+#: nvml.h NVML_NVLINK_MAX_LINKS (36 in nvidia-ml-py 13): a bound across architectures, not a GPU's link count.
+NVLINK_MAX_LINKS = 36
+#: nvmlNvLinkErrorCounter_t: DL replay, DL recovery, CRC flit, CRC data (the counters `nvidia-smi nvlink -e` shows).
+NVLINK_COUNTERS = (("replay", 0), ("recovery", 1), ("crc_flit", 2), ("crc_data", 3))
 
 
 class Calls:
@@ -253,9 +262,86 @@ def _probe_gpu(nv: Any, index: int) -> tuple[NvmlGpu, Any]:
             width=c.get(("nvmlDeviceGetCurrPcieLinkWidth", lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h))),
             width_max=c.get(("nvmlDeviceGetMaxPcieLinkWidth", lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h))),
         ),
+        nvlink=_nvlinks(nv, c, h),
+        fabric=_fabric(nv, c, h),
         errors=tuple(c.errors),
     )
     return gpu, handle
+
+
+def _nvlinks(nv: Any, c: Calls, h: Any) -> NvmlNvLink:
+    """Each link index from 0 until NVML refuses one: INVALID_ARGUMENT past the GPU's last link (a GB200 has 18,
+    and NVML refuses 18..35: NVIDIA/TensorRT-LLM#17060), NOT_SUPPORTED at link 0 on a GPU without NVLink. Those two
+    are answers, kept as ``ended_by``; any other error is also kept in the GPU's errors. The counters are asked
+    while the GPU gives them (one NOT_SUPPORTED or missing entry point ends them for the GPU)."""
+    links: list[NvLinkState] = []
+    counters = True
+    for link in range(NVLINK_MAX_LINKS):
+        state, error = c.attempt("nvmlDeviceGetNvLinkState", partial(nv.nvmlDeviceGetNvLinkState, h, link))
+        if error is not None:
+            if error.code not in (NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED) or (
+                error.code == NVML_ERROR_NOT_SUPPORTED and link > 0
+            ):
+                c.errors.append(error)
+            return NvmlNvLink(tuple(links), error)
+        counts: dict[str, int | None] = {}
+        for name, counter in NVLINK_COUNTERS if counters else ():
+            value, cerr = c.attempt(
+                "nvmlDeviceGetNvLinkErrorCounter", partial(nv.nvmlDeviceGetNvLinkErrorCounter, h, link, counter)
+            )
+            if cerr is not None:
+                # Kept once per link. A trained link without counters means the GPU gives none (not asked again);
+                # a link that is down may simply have none to give, and the next link is still asked.
+                c.errors.append(cerr)
+                if int(state) in (1, 2) and cerr.kind in (NOT_SUPPORTED, FUNCTION_NOT_FOUND):
+                    counters = False
+                break
+            counts[name] = int(value)
+        links.append(NvLinkState(link, int(state), **counts))
+    return NvmlNvLink(tuple(links), None)
+
+
+def _fabric(nv: Any, c: Calls, h: Any) -> NvmlFabric | None:
+    """The GPU's NVLink fabric registration (NVSwitch systems); NOT_SUPPORTED, the answer elsewhere, is kept in
+    the GPU's errors as every unsupported call is. Bindings without the calls give None."""
+    from ctypes import byref
+
+    def v() -> Any:
+        info = nv.c_nvmlGpuFabricInfoV_t()  # its constructor sets the version field (v2)
+        nv.nvmlDeviceGetGpuFabricInfoV(h, byref(info))
+        return info
+
+    def v1() -> Any:
+        info = nv.c_nvmlGpuFabricInfo_t()
+        nv.nvmlDeviceGetGpuFabricInfo(h, byref(info))
+        return info
+
+    has_v = hasattr(nv, "nvmlDeviceGetGpuFabricInfoV") and hasattr(nv, "c_nvmlGpuFabricInfoV_t")
+    has_v1 = hasattr(nv, "nvmlDeviceGetGpuFabricInfo") and hasattr(nv, "c_nvmlGpuFabricInfo_t")
+    info, api = None, "nvmlDeviceGetGpuFabricInfoV"
+    if has_v:
+        info, error = c.attempt(api, v)
+        # A driver that lacks the V call, or knows another version of its struct, may still have the older call.
+        older = error is not None and (error.kind == FUNCTION_NOT_FOUND or error.code == NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        if error is not None and not (older and has_v1):
+            c.errors.append(error)
+            return None
+    if info is None and has_v1:
+        api = "nvmlDeviceGetGpuFabricInfo"
+        info = c.get((api, v1))
+    if info is None:
+        return None
+    status = int(info.status)
+    uuid = bytes(info.clusterUuid).hex()
+    return NvmlFabric(
+        state=int(info.state),
+        status=status,
+        status_name=NVML_ERRORS.get(status, f"NVML_ERROR_{status}"),
+        clique_id=int(info.cliqueId),
+        cluster_uuid=f"{uuid[:8]}-{uuid[8:12]}-{uuid[12:16]}-{uuid[16:20]}-{uuid[20:]}",
+        health_mask=int(info.healthMask) if api.endswith("V") else None,
+        api=api,
+    )
 
 
 def _memory(nv: Any, c: Calls, h: Any) -> NvmlMemory | None:

@@ -23,8 +23,9 @@ from gpucheck.model import Finding, Severity, finding
 from gpucheck.pci import BusId, pci_key
 from gpucheck.records.facts import FabricFacts, RecordsFacts, XidRecord
 from gpucheck.records.facts import outcome as outcome_of
-from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, nvswitches
-from gpucheck.rules.nvml import answered, ecc_findings, label, lost
+from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, label, nvswitches
+from gpucheck.rules.nvlink import nvlink_rules
+from gpucheck.rules.nvml import answered, ecc_findings, lost
 from gpucheck.settings import Settings
 
 RECOVERY_ACTION = "recovery_action"
@@ -69,7 +70,7 @@ def records_rules(facts: Facts, settings: Settings) -> list[Finding]:
         if r.kind == "Xid":
             devices.setdefault(r.device, []).append(r)
     for device, recs in devices.items():
-        out += _gpu_findings(facts, device, recs)
+        out += _gpu_findings(facts, device, recs, _nvlink_down_now(facts, settings))
     out += [_sxid_finding(r, rf) for r in rf.xids if r.kind == "SXid"]
     return out
 
@@ -112,7 +113,15 @@ def _record_json(r: XidRecord) -> dict[str, Any]:
     }
 
 
-def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord]) -> list[Finding]:
+def _nvlink_down_now(facts: Facts, settings: Settings) -> frozenset[str]:
+    """The GPUs NVML's own ``nvlink-degraded`` names (links down or fabric short, now)."""
+    nf = answered(facts)
+    if nf is None:
+        return frozenset()
+    return frozenset(f.subject for f in nvlink_rules(nf, settings, facts.kernel.nvlink_disabled) if f.subject)
+
+
+def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: frozenset[str]) -> list[Finding]:
     gpu = _gpu_of(facts, device)
     subject = gpu.id if gpu is not None else None
     who = label(gpu) if gpu is not None else f"The GPU at PCI {device}"
@@ -135,6 +144,9 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord]) -> list[Find
         # NVML's ecc-errors says it for this GPU, with the counters as they are now: the log's records are notes of
         # when, not a second finding of the same fault.
         others += by_cause.pop("ecc-errors")
+    if "nvlink-degraded" in by_cause and subject is not None and subject in nvlink_now:
+        # NVML's nvlink-degraded names the links down now: the log's Xid 74 is a note of when, not a second finding.
+        others += by_cause.pop("nvlink-degraded")
     apps = [r for r in recs if _kind(r) == "application"]
     out = [_cause(cause, who, rs, {**base, "also_logged": [_record_json(r) for r in apps + others]}, subject)
            for cause, rs in by_cause.items()]

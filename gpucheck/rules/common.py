@@ -7,7 +7,7 @@ import os.path
 import re
 from typing import Any
 
-from gpucheck.facts import ChildExit, Facts, PciDevice
+from gpucheck.facts import ChildExit, Facts, NvmlGpu, PciDevice
 from gpucheck.model import Finding, Severity, finding
 
 #: cuInit's CUDA_ERROR_NO_DEVICE: the driver layer and the visibility layer both read it.
@@ -15,6 +15,12 @@ CUDA_NO_DEVICE = 100
 #: cuInit's CUDA_ERROR_SYSTEM_NOT_READY: on an NVSwitch machine, Fabric Manager has not set up the fabric
 #: (``fabric-manager-not-running``, the records unit's); elsewhere the driver rules' ``cuda-init-failed``.
 CUDA_SYSTEM_NOT_READY = 802
+
+def label(gpu: NvmlGpu) -> str:
+    """A GPU as findings name it in prose: ``GPU 3 (NVIDIA H100 80GB HBM3, 00000000:5D:00.0)``."""
+    parts = [p for p in (gpu.name, gpu.pci_bus_id) if p]
+    return f"GPU {gpu.index}" + (f" ({', '.join(parts)})" if parts else "")
+
 
 _LIB_VERSION = re.compile(r"\.so\.(\d+\.\d+(?:\.\d+)?)$")
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from gpucheck.facts import Facts, NvmlFacts, NvmlGpu, NvmlLink
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.rules import nvlink
+from gpucheck.rules.common import label
 from gpucheck.rules.devicemap import device_map
 from gpucheck.settings import Settings, memory_bytes
 
@@ -73,11 +75,6 @@ def gib(n: int | None) -> str:
     return "unknown" if n is None else f"{n / GiB:.1f} GiB"
 
 
-def label(gpu: NvmlGpu) -> str:
-    parts = [p for p in (gpu.name, gpu.pci_bus_id) if p]
-    return f"GPU {gpu.index}" + (f" ({', '.join(parts)})" if parts else "")
-
-
 def answered(facts: Facts) -> NvmlFacts | None:
     """NVML's facts when it loaded and initialised, else None (the driver rules speak then)."""
     return _answered(facts.nvml.facts)
@@ -92,7 +89,7 @@ def _answered(nf: NvmlFacts | None) -> NvmlFacts | None:
 #: The questions NVML's inventory answers (by the id each is named after).
 INVENTORY_QUESTIONS = (
     "gpu-lost", "mig-unaddressable", "compute-mode-prohibited", "gpu-memory-exhausted", "ecc-errors",
-    "clocks-throttled", "pcie-link-degraded", "p2p-unavailable",
+    "clocks-throttled", "pcie-link-degraded", "p2p-unavailable", "nvlink-degraded",
 )
 
 
@@ -159,6 +156,7 @@ def nvml_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out += _clocks(gpu)
         out += _pcie(gpu)
     out += _p2p(nf, settings, framework_gpus(facts))
+    out += nvlink.nvlink_rules(nf, settings, facts.kernel.nvlink_disabled)
     return out
 
 

@@ -33,6 +33,13 @@
  *   gpus.N.clocks_event_reasons  bit mask (nvmlClocksEventReason*), default 0x1 (GPU idle)
  *   gpus.N.temperature (C), .power_usage (mW), .power_limit (mW), .pstate, .utilization_gpu, .utilization_memory (%)
  *   gpus.N.pcie.gen, .gen_max, .gpu_gen_max, .width, .width_max
+ *   gpus.N.nvlink.state          one character per link index the GPU has: 0 inactive, 1 active, 2 asleep (absent
+ *                               "nvlink": a GPU without NVLink, NOT_SUPPORTED); an index past the last is refused
+ *                               with NVML_ERROR_INVALID_ARGUMENT, as the real library does
+ *   gpus.N.nvlink.errors.L.replay, .recovery, .crc_flit, .crc_data, .ecc_data   error counters (default 0);
+ *                               gpus.N.nvlink.counters=0: NOT_SUPPORTED
+ *   gpus.N.fabric.state, .status, .clique_id, .cluster_uuid, .health_mask, .health_summary   fabric registration
+ *                               (absent "fabric": NOT_SUPPORTED)
  * Pairs (I < J):
  *   links.I-J.p2p_read, .p2p_write, .p2p_nvlink, .p2p_atomics, .p2p_prop (nvmlGpuP2PStatus_t, one per
  *                               capability index), .topology (nvmlGpuTopologyLevel_t); links.default.* otherwise
@@ -54,6 +61,7 @@ typedef int nvmlReturn_t;
 enum {
     NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2, NVML_ERROR_NOT_SUPPORTED = 3,
     NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7, NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_UNKNOWN = 999,
 };
 
 typedef struct fake_device { int gpu; int mig; } fake_device;
@@ -85,7 +93,8 @@ static const struct errtext ERRORS[] = {
     {12, "NVML Shared Library Not Found"}, {13, "Function Not Found"}, {14, "Corrupted infoROM"},
     {15, "GPU is lost"}, {16, "GPU requires restart"}, {17, "The operating system has blocked the request."},
     {18, "RM has detected an NVML/RM version mismatch."}, {19, "In use by another client"},
-    {20, "Insufficient Memory"}, {999, "Unknown Error"},
+    {20, "Insufficient Memory"}, {23, "Insufficient Resources"}, {25, "Argument version mismatch"},
+    {999, "Unknown Error"},
 };
 
 const char *nvmlErrorString(nvmlReturn_t result) {
@@ -291,14 +300,97 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *bus_id, nvmlDevice_t *dev
     return nvmlDeviceGetHandleByPciBusId_v2(bus_id, device);
 }
 
-/* NVLink and fabric state: a PCIe card without NVLink answers "not supported". */
-nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link, int *active) {
-    (void)dev; (void)link; (void)active;
-    return NVML_ERROR_NOT_SUPPORTED;
+/* --- NVLink and the NVLink fabric -------------------------------------------------------- */
+
+/* A GPU's links are the characters of gpus.N.nvlink.state, one per link index (0 inactive, 1 active, 2 asleep):
+ * as the real library, every index the GPU has answers (trained or not), the next one and beyond are refused with
+ * NVML_ERROR_INVALID_ARGUMENT (a GB200 refuses 18..35: NVIDIA/TensorRT-LLM#17060), and a GPU without NVLink (no
+ * "nvlink" in the scenario) refuses link 0 with NVML_ERROR_NOT_SUPPORTED. */
+static int nvlink_count(nvmlDevice_t dev) {
+    const char *states = gstr(dev->gpu, "nvlink.state");
+    return states ? (int)strlen(states) : -1;
 }
-nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t dev, void *info) {
-    (void)dev; (void)info;
-    return NVML_ERROR_NOT_SUPPORTED;
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link, unsigned int *active) {
+    DEVICE_ENTRY(dev);
+    if (!active) return NVML_ERROR_INVALID_ARGUMENT;
+    int n = nvlink_count(dev);
+    if (n < 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= (unsigned int)n) return NVML_ERROR_INVALID_ARGUMENT;
+    char c = gstr(dev->gpu, "nvlink.state")[link];
+    if (c < '0' || c > '2') return NVML_ERROR_UNKNOWN;
+    *active = (unsigned int)(c - '0');
+    return NVML_SUCCESS;
+}
+
+/* nvmlNvLinkErrorCounter_t 0..4 (DL replay, DL recovery, CRC flit, CRC data, ECC data), each from
+ * gpus.N.nvlink.errors.<link>.<name> (default 0); gpus.N.nvlink.counters=0: the GPU gives none (NOT_SUPPORTED). */
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t dev, unsigned int link, int counter, unsigned long long *value) {
+    static const char *const names[] = {"replay", "recovery", "crc_flit", "crc_data", "ecc_data"};
+    DEVICE_ENTRY(dev);
+    if (!value) return NVML_ERROR_INVALID_ARGUMENT;
+    int n = nvlink_count(dev);
+    if (n < 0 || !gint(dev->gpu, "nvlink.counters", 1)) return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= (unsigned int)n || counter < 0 || counter > 4) return NVML_ERROR_INVALID_ARGUMENT;
+    char field[64];
+    snprintf(field, sizeof field, "nvlink.errors.%u.%s", link, names[counter]);
+    *value = (unsigned long long)gint(dev->gpu, field, 0);
+    return NVML_SUCCESS;
+}
+
+/* The GPU's fabric registration: gpus.N.fabric.state (nvmlGpuFabricState_t), .status (an nvmlReturn_t), .clique_id,
+ * .cluster_uuid (32 hex digits), .health_mask; no "fabric": NVML_ERROR_NOT_SUPPORTED, the answer off NVSwitch systems.
+ * The V call reads the caller's version word, as nvml.h's versioned structs are: v2 (0x02000024) and v3 (0x03000028,
+ * plus healthSummary) are known, any other is NVML_ERROR_ARGUMENT_VERSION_MISMATCH. */
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH_ 25
+typedef struct {
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned int state;
+} nvmlGpuFabricInfo_t;
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[16];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    unsigned int state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+
+static int fabric_fill(nvmlDevice_t dev, unsigned char *uuid, nvmlReturn_t *status, unsigned int *clique,
+                       unsigned int *state) {
+    if (!gstr(dev->gpu, "fabric.state")) return 0;
+    *state = (unsigned int)gint(dev->gpu, "fabric.state", 0);
+    *status = (nvmlReturn_t)gint(dev->gpu, "fabric.status", 0);
+    *clique = (unsigned int)gint(dev->gpu, "fabric.clique_id", 0);
+    const char *hex = gstr(dev->gpu, "fabric.cluster_uuid");
+    memset(uuid, 0, 16);
+    for (int i = 0; hex && i < 16 && hex[2 * i] && hex[2 * i + 1]; i++) {
+        char byte[3] = {hex[2 * i], hex[2 * i + 1], 0};
+        uuid[i] = (unsigned char)strtoul(byte, NULL, 16);
+    }
+    return 1;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t dev, nvmlGpuFabricInfo_t *info) {
+    DEVICE_ENTRY(dev);
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!fabric_fill(dev, info->clusterUuid, &info->status, &info->cliqueId, &info->state))
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t dev, nvmlGpuFabricInfo_v3_t *info) {
+    DEVICE_ENTRY(dev);
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != 0x02000024u && info->version != 0x03000028u) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH_;
+    if (!fabric_fill(dev, info->clusterUuid, &info->status, &info->cliqueId, &info->state))
+        return NVML_ERROR_NOT_SUPPORTED;
+    info->healthMask = (unsigned int)gint(dev->gpu, "fabric.health_mask", 0);
+    if (info->version == 0x03000028u) info->healthSummary = (unsigned char)gint(dev->gpu, "fabric.health_summary", 0);
+    return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned int *index) {

@@ -851,8 +851,9 @@ def text_report(c: Comparison, out: TextIO, width: int | None = None) -> None:
         lines = [headers[0], f"  {figures[0]}\n    {figures[1]}", *(f"{n}\n    {f}" for n, f in zip(names, figures[2:], strict=True))]
     w(f"  {lines[0]}\n  {lines[1]}\n")
     group: object = object()
+    grouped = _grouped(c)  # once: asked for every row, it scanned every row (1,000 rows: a million looks)
     for r, line in zip(c.rows, lines[2:], strict=True):
-        if _grouped(c) and r.group != group:
+        if grouped and r.group != group:
             group = r.group
             w(f"  {fit('group: ' + (r.group or '(none)'), width - 2)}\n")
         w(f"  {line}\n")
@@ -988,8 +989,9 @@ def markdown_report(c: Comparison, out: TextIO) -> None:
         w(_md(same_machines(c)) + "\n\n")
     w("| benchmark | base | new | change | verdict | noise |\n| --- | ---: | ---: | ---: | --- | --- |\n")
     group: object = object()
+    grouped = _grouped(c)
     for r in c.rows:
-        if _grouped(c) and r.group != group:
+        if grouped and r.group != group:
             group = r.group
             w(f"| **group: {_md(r.group or '(none)')}** | | | | | |\n")
         verdict = f"**{verdict_text(r)}**" if r.regression else verdict_text(r)

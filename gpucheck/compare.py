@@ -268,7 +268,7 @@ def _bench(item: Any) -> Bench | None:
         return None
     data = stats.get("data")
     rounds: tuple[float, ...] | None = None
-    if isinstance(data, list) and data and all(type(x) is float or type(x) is int for x in data):
+    if isinstance(data, list) and data and set(map(type, data)) <= {float, int}:  # not bool, not str
         try:
             rounds = tuple(map(float, data))
         except OverflowError:
@@ -325,11 +325,10 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     n1, n2 = len(xs), len(ys)
     if not n1 or not n2:
         return 1.0
-    # U of the first sample: for each of its values, the values of the second below it, and half those equal.
-    u1 = 0.0
-    for x in xs:
-        lo = bisect.bisect_left(ys, x)
-        u1 += lo + (bisect.bisect_right(ys, x, lo) - lo) / 2
+    # U of the first sample: for each of its values, the values of the second below it, and half those equal
+    # (whole and half numbers: the sums are exact in any order).
+    below = sum(map(bisect.bisect_left, repeat(ys, n1), xs))
+    u1 = below + (sum(map(bisect.bisect_right, repeat(ys, n1), xs)) - below) / 2
     ties = sum(t**3 - t for t in Counter(xs + ys).values() if t > 1)
     mean = n1 * n2 / 2
     n = n1 + n2

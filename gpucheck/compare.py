@@ -46,6 +46,8 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import repeat
+from operator import sub
 from typing import Any, TextIO
 
 from gpucheck.jsonfile import Unreadable, number, read_json
@@ -266,7 +268,7 @@ def _bench(item: Any) -> Bench | None:
         return None
     data = stats.get("data")
     rounds: tuple[float, ...] | None = None
-    if isinstance(data, list) and data and all(type(x) is float or type(x) is int for x in data):
+    if isinstance(data, list) and data and set(map(type, data)) <= {float, int}:  # not bool, not str
         try:
             rounds = tuple(map(float, data))
         except OverflowError:
@@ -323,11 +325,10 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
     n1, n2 = len(xs), len(ys)
     if not n1 or not n2:
         return 1.0
-    # U of the first sample: for each of its values, the values of the second below it, and half those equal.
-    u1 = 0.0
-    for x in xs:
-        lo = bisect.bisect_left(ys, x)
-        u1 += lo + (bisect.bisect_right(ys, x, lo) - lo) / 2
+    # U of the first sample: for each of its values, the values of the second below it, and half those equal
+    # (whole and half numbers: the sums are exact in any order).
+    below = sum(map(bisect.bisect_left, repeat(ys, n1), xs))
+    u1 = below + (sum(map(bisect.bisect_right, repeat(ys, n1), xs)) - below) / 2
     ties = sum(t**3 - t for t in Counter(xs + ys).values() if t > 1)
     mean = n1 * n2 / 2
     n = n1 + n2
@@ -340,35 +341,162 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def hodges_lehmann(a: Sequence[float], b: Sequence[float]) -> float:
     """The Hodges–Lehmann estimate of the shift from ``a`` to ``b``: the median of every difference
-    ``b[j] - a[i]``, the estimate that goes with the rank test. Found without listing the n·m differences:
-    a bisection on the value, counting the differences at or below it with one binary search per value of
-    ``b`` (each sample thinned to MAX_SHIFT_ROUNDS first)."""
+    ``b[j] - a[i]`` (as floats: ``statistics.median`` of the n·m differences, the mean of the two middle
+    ones for an even count), the estimate that goes with the rank test. Each sample is thinned to
+    MAX_SHIFT_ROUNDS first. Exact, without listing the n·m differences: _ranked_differences."""
     xs, ys = _thin(a, MAX_SHIFT_ROUNDS), _thin(b, MAX_SHIFT_ROUNDS)
-    n, m = len(xs), len(ys)
-    if not n or not m:
+    total = len(xs) * len(ys)
+    if not total:
         return 0.0
-    total = n * m
-
-    def at_or_below(d: float) -> int:  # how many b[j] - a[i] <= d, i.e. a[i] >= b[j] - d
-        return sum(n - bisect.bisect_left(xs, y - d) for y in ys)
-
-    def kth(k: int) -> float:  # the k-th smallest difference (1-based)
-        lo, hi = ys[0] - xs[-1], ys[-1] - xs[0]  # at_or_below(hi) == total >= k
-        for _ in range(200):
-            if hi - lo <= 1e-12 * max(abs(lo), abs(hi), 1e-300):
-                break
-            mid = (lo + hi) / 2
-            if mid <= lo or mid >= hi:
-                break
-            if at_or_below(mid) >= k:
-                hi = mid
-            else:
-                lo = mid
-        return hi
-
     if total % 2:
-        return kth(total // 2 + 1)
-    return (kth(total // 2) + kth(total // 2 + 1)) / 2
+        middle = _ranked_differences(xs, ys, (total // 2 + 1,))[0]
+    else:
+        low, high = _ranked_differences(xs, ys, (total // 2, total // 2 + 1))
+        middle = (low + high) / 2
+    return middle + 0.0  # a zero is +0.0, whichever of 0.0 and -0.0 (equal) the ranks landed on
+
+
+#: Up to this many pairs the differences are listed and sorted; beyond, the search below.
+LIST_ALL_PAIRS = 1024
+#: The search stops narrowing when this many differences per row (or fewer) are left to list.
+LEFT_PER_ROW = 4
+#: ... or after this many counts, whatever is left (ties: many pairs with one difference) then listed.
+MAX_NARROWING_STEPS = 16
+#: A row's window longer than this is checked for being one value (ties), counted rather than listed.
+RUN_CHECK = 16
+
+
+def _ranked_differences(xs: list[float], ys: list[float], ranks: tuple[int, ...]) -> list[float]:
+    """The differences ``y - x`` (computed as floats) of the given ranks (1-based, ascending) among all
+    n·m of them; ``xs`` and ``ys`` sorted, finite. Exactly what sorting every difference gives (equal
+    values aside: 0.0 and -0.0), at a few counts of O(m log n) each (at most MAX_NARROWING_STEPS; 3 to 6
+    measured on ordinary samples) and one listing of about LEFT_PER_ROW·m pairs, m the shorter sample:
+
+    1. narrow a range of values ``(lo, hi]`` that holds the ranks, by counting the differences at or below
+       a value with one C-level binary search per row (``x >= y - v``, rounded once: an estimate of the
+       count, which is all the narrowing needs) — interpolating on the counts and halving in turn;
+    2. list the differences in ``[lo, hi]`` widened by a margin far above rounding, row by row, computed
+       and sorted as floats, and count those below it (``y - x`` is monotone in x, even rounded: a window
+       of x per row); the counts must hold the ranks, or every difference is listed.
+    """
+    n, m = len(xs), len(ys)
+    total = n * m
+    scale = max(abs(xs[0]), abs(xs[-1])) + max(abs(ys[0]), abs(ys[-1]))
+    if scale == 0:
+        return [0.0 for _ in ranks]  # every value is zero, and so every difference
+    if total <= LIST_ALL_PAIRS or not scale < math.inf:
+        return _listed(xs, ys, ranks)
+    if m > n:
+        # One row per value of the shorter sample: y - x == -(x - y) exactly (rounding is symmetric).
+        flipped = _ranked_differences(ys, xs, tuple(total + 1 - r for r in reversed(ranks)))
+        return [-v for v in reversed(flipped)]
+    margin = scale * 2.0**-48  # sixteen times the rounding errors (below scale * 2**-52)
+
+    def at_or_below(v: float) -> int:  # about how many y - x <= v: pairs with x >= y - v
+        return total - sum(map(bisect.bisect_left, repeat(xs, m), map(sub, ys, repeat(v, m))))
+
+    lo, hi = ys[0] - xs[-1] - margin, ys[-1] - xs[0]  # below every difference, at or above every one
+    below_lo, up_to_hi = 0, total
+    first, last = ranks[0], ranks[-1]
+    stalled = False  # the last step left most pairs: a dense cluster of values (or ties) in the range
+    for step in range(MAX_NARROWING_STEPS):
+        left = up_to_hi - below_lo
+        if left <= LEFT_PER_ROW * m or hi - lo <= 4 * margin:
+            break
+        guess = ys[m // 2] - xs[n // 2]  # the medians' difference: the shift itself for samples of one shape
+        if stalled:
+            v = _middle_pair(xs, ys, lo, hi)
+        elif step == 0 and lo < guess < hi:
+            v = guess
+        elif step % 2:  # where a straight line through the two counts reaches the middle of the ranks
+            share = ((first + last) / 2 - below_lo) / left
+            v = lo + (hi - lo) * min(max(share, 1 / 64), 63 / 64)
+        else:
+            v = (lo + hi) / 2
+        if not lo < v < hi:
+            break
+        count = at_or_below(v)
+        if count < first:
+            lo, below_lo = v, count
+        elif count >= last:
+            hi, up_to_hi = v, count
+        else:  # the two middle ranks on either side of v: each found on its own side
+            return _ranked_differences_within(xs, ys, lo, v, (first,), margin) + _ranked_differences_within(
+                xs, ys, v, hi, (last,), margin
+            )
+        stalled = up_to_hi - below_lo > left * 3 // 4
+    return _ranked_differences_within(xs, ys, lo, hi, ranks, margin)
+
+
+def _middle_pair(xs: list[float], ys: list[float], lo: float, hi: float) -> float:
+    """A difference in ``(lo, hi]`` (about) with at least a quarter of those on each side: the weighted
+    median of each row's middle one (Johnson and Mizoguchi's pivot), for a step that values alone cannot
+    place (many differences within a sliver of the range). Ties: it is the tied value."""
+    m = len(ys)
+    starts = map(bisect.bisect_left, repeat(xs, m), map(sub, ys, repeat(hi, m)))
+    ends = map(bisect.bisect_left, repeat(xs, m), map(sub, ys, repeat(lo, m)))
+    middles = sorted((y - xs[(s + e) // 2], e - s) for y, s, e in zip(ys, starts, ends, strict=True) if e > s)
+    if not middles:
+        return hi
+    half, seen = sum(w for _, w in middles) / 2, 0
+    for d, w in middles:
+        seen += w
+        if seen >= half:
+            return d
+    return hi
+
+
+def _ranked_differences_within(
+    xs: list[float], ys: list[float], lo: float, hi: float, ranks: tuple[int, ...], margin: float
+) -> list[float]:
+    """_ranked_differences's step 2: the ranks from the differences in ``[lo - margin, hi + margin]``."""
+    n, m = len(xs), len(ys)
+    low, high = lo - margin, hi + margin
+    # Each row's window of x. Before its start, x < y - (high + margin) rounded, so y - x > high + margin
+    # exactly and, rounded (rounding is monotone), at least high + margin: above high. Past its end, likewise
+    # below low. (Were the margin too small to move them, such a pair could equal high or low: then the
+    # ranks check below fails, or the ranks land on the same values.)
+    starts = list(map(bisect.bisect_left, repeat(xs, m), map(sub, ys, repeat(high + margin, m))))
+    ends = list(map(bisect.bisect_right, repeat(xs, m), map(sub, ys, repeat(low - margin, m)), starts))
+    below = n * m - sum(ends)
+    runs: list[tuple[float, int]] = []  # (difference, how many): a long window of one value (ties)
+    if max(map(sub, ends, starts)) <= RUN_CHECK:
+        listed = [y - x for y, s, e in zip(ys, starts, ends, strict=True) for x in xs[s:e]]
+    else:
+        listed = []
+        for y, s, e in zip(ys, starts, ends, strict=True):
+            if e - s > RUN_CHECK and y - xs[s] == y - xs[e - 1]:
+                d = y - xs[s]
+                if d < low:
+                    below += e - s
+                elif d <= high:
+                    runs.append((d, e - s))
+            else:
+                listed += [y - x for x in xs[s:e]]
+    listed.sort()
+    inside, beyond = bisect.bisect_left(listed, low), bisect.bisect_right(listed, high)
+    below += inside
+    # The ranks must fall among the differences in [low, high]: all of those below low are counted, all
+    # the others are above high.
+    if not below < ranks[0] or below + beyond - inside + sum(c for _, c in runs) < ranks[-1]:
+        return _listed(xs, ys, ranks)
+    if not runs:
+        return [listed[inside + r - below - 1] for r in ranks]
+    counted = sorted([(d, 1) for d in listed[inside:beyond]] + runs)
+    out: list[float] = []
+    seen, i = below, 0
+    for r in ranks:
+        while seen + counted[i][1] < r:
+            seen += counted[i][1]
+            i += 1
+        out.append(counted[i][0])
+    return out
+
+
+def _listed(xs: Sequence[float], ys: Sequence[float], ranks: tuple[int, ...]) -> list[float]:
+    """Every difference ``y - x``, sorted: the definition, for few pairs (and the fallback)."""
+    every = sorted([y - x for y in ys for x in xs])
+    return [every[r - 1] for r in ranks]
 
 
 def _betainc(a: float, b: float, x: float) -> float:
@@ -483,7 +611,9 @@ def _row(name: str, b: Bench, n: Bench, threshold: float, metric: str, alpha: fl
         method = NO_SPREAD
         shift = change
     differs = p < alpha if p is not None else abs(shift) > threshold
-    if not differs or shift == 0:
+    if not differs:
+        # (A shift of exactly 0 that the test calls significant, as ties can give, reads "within threshold"
+        # below: beyond noise, not beyond the threshold.)
         verdict = "same (within noise)"
     elif abs(shift) <= threshold:
         # Beyond noise but not beyond the threshold: with hundreds of rounds a 1 % shift is significant.
@@ -720,8 +850,9 @@ def text_report(c: Comparison, out: TextIO, width: int | None = None) -> None:
         lines = [headers[0], f"  {figures[0]}\n    {figures[1]}", *(f"{n}\n    {f}" for n, f in zip(names, figures[2:], strict=True))]
     w(f"  {lines[0]}\n  {lines[1]}\n")
     group: object = object()
+    grouped = _grouped(c)  # once: asked for every row, it scanned every row (1,000 rows: a million looks)
     for r, line in zip(c.rows, lines[2:], strict=True):
-        if _grouped(c) and r.group != group:
+        if grouped and r.group != group:
             group = r.group
             w(f"  {fit('group: ' + (r.group or '(none)'), width - 2)}\n")
         w(f"  {line}\n")
@@ -857,8 +988,9 @@ def markdown_report(c: Comparison, out: TextIO) -> None:
         w(_md(same_machines(c)) + "\n\n")
     w("| benchmark | base | new | change | verdict | noise |\n| --- | ---: | ---: | ---: | --- | --- |\n")
     group: object = object()
+    grouped = _grouped(c)
     for r in c.rows:
-        if _grouped(c) and r.group != group:
+        if grouped and r.group != group:
             group = r.group
             w(f"| **group: {_md(r.group or '(none)')}** | | | | | |\n")
         verdict = f"**{verdict_text(r)}**" if r.regression else verdict_text(r)

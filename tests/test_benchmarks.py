@@ -189,3 +189,35 @@ def test_compare_of_1000_benchmarks(benchmark: BenchmarkFixture, tmp_path: Path)
     stats = benchmark.stats
     if stats is not None:
         BENCHMARK_RATIOS[benchmark.name] = f"{stats.stats.median:.3f} s for 2 x 1,000 benchmarks (target < 1 s)"
+
+
+@pytest.mark.benchmark(group="compare", disable_gc=False, warmup=False)
+@pytest.mark.parametrize("timer", ["fine", "coarse"])
+def test_hodges_lehmann_at_its_bound(benchmark: BenchmarkFixture, timer: str) -> None:
+    """The Hodges-Lehmann shift at the most rounds it takes (MAX_SHIFT_ROUNDS a side: 250,000 differences),
+    ten benchmarks' worth: rounds spread 5 % around 1 ms, from a fine timer, or from a coarse one (0.1 ms:
+    ties, one difference for many pairs). The 1,000-benchmark compare above has 100 rounds a side."""
+    import math
+    import random
+
+    from gpucheck import compare
+
+    rng = random.Random(1)
+    size = compare.MAX_SHIFT_ROUNDS
+    quantum = 1e-4 if timer == "coarse" else 0.0
+    pairs = []
+    for _ in range(10):
+        a = [1e-3 * math.exp(rng.gauss(0, 0.05)) for _ in range(size)]
+        b = [1.01e-3 * math.exp(rng.gauss(0, 0.05)) for _ in range(size)]
+        if quantum:
+            a, b = [round(x / quantum) * quantum for x in a], [round(y / quantum) * quantum for y in b]
+        pairs.append((a, b))
+
+    def run() -> list[float]:
+        return [compare.hodges_lehmann(a, b) for a, b in pairs]
+
+    shifts = benchmark.pedantic(run, rounds=5, iterations=1)
+    assert all(-2e-4 < s < 3e-4 for s in shifts), shifts  # about +1 % of 1 ms, or 0 between coarse ticks
+    stats = benchmark.stats
+    if stats is not None:
+        BENCHMARK_RATIOS[benchmark.name] = f"{stats.stats.median / 10 * 1e3:.2f} ms a call at 500 x 500 rounds"

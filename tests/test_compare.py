@@ -365,14 +365,15 @@ def test_plot_draws_a_real_png(tmp_path: Path) -> None:
 
 
 def test_hodges_lehmann_is_the_median_of_every_difference() -> None:
-    """Against the definition, computed the long way: the median of all n·m differences new - base."""
-    assert compare.hodges_lehmann([1.0, 2.0, 3.0], [4.0, 6.0, 8.0]) == pytest.approx(4.0)  # 1 2 3 3 [4] 5 5 6 7
+    """Against the definition, computed the long way: the median of all n·m differences new - base, to the
+    bit (tests/test_compare_shift.py: many more inputs)."""
+    assert compare.hodges_lehmann([1.0, 2.0, 3.0], [4.0, 6.0, 8.0]) == 4.0  # 1 2 3 3 [4] 5 5 6 7
     rng = random.Random(4)
     for _ in range(20):
         a = [rng.lognormvariate(0, 0.3) for _ in range(rng.randint(1, 60))]
         b = [rng.lognormvariate(0.1, 0.5) for _ in range(rng.randint(1, 60))]
         every = statistics.median([y - x for x in a for y in b])
-        assert compare.hodges_lehmann(a, b) == pytest.approx(every, rel=1e-9, abs=1e-12)
+        assert compare.hodges_lehmann(a, b) == every
 
 
 def test_student_t_matches_the_tables() -> None:

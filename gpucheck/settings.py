@@ -300,8 +300,9 @@ OPTIONS: tuple[Option, ...] = (
         "worker-memory",
         parse_absolute_memory,
         None,
-        "the GPU memory each test process's TensorFlow may take on each GPU (TF_PER_DEVICE_MEMORY_LIMIT_MB, "
-        "set before the tests start; as TensorFlow's own CI bounds its parallel GPU tests)",
+        "the GPU memory TensorFlow may take on each GPU in each test process (each xdist worker): a memory_limit "
+        "(logical device) given when a test first asks for the tf_gpu_device fixture, before TensorFlow sets up "
+        "its GPUs",
         "AMOUNT",
         pytest_only=True,
     ),

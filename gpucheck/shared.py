@@ -42,10 +42,7 @@ PRODUCER_KEY = "gpucheck_producer"
 WORKER_GPUS_ENV = "GPUCHECK_WORKER_GPUS"
 PARENT_VISIBLE_ENV = "GPUCHECK_PARENT_CUDA_VISIBLE_DEVICES"
 UNSET = "(unset)"
-#: TensorFlow's own per-GPU bound (read by its GPU device set-up, gpu_device.cc; set by TensorFlow's CI script
-#: parallel_gpu_execute.sh), given to each worker by --gpucheck-worker-memory, and the parent's value.
-MEMORY_LIMIT_ENV = "TF_PER_DEVICE_MEMORY_LIMIT_MB"
-PARENT_MEMORY_LIMIT_ENV = "GPUCHECK_PARENT_TF_PER_DEVICE_MEMORY_LIMIT_MB"
+
 #: How long a worker waits for the one diagnosis beyond its own probes' time limit (TensorFlow's import
 #: under load, the wait for the lock).
 WAIT_MARGIN_S = 120.0
@@ -283,13 +280,10 @@ def parent_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment the run's diagnosis sees in a worker given GPUs of its own: the controller's
     CUDA_VISIBLE_DEVICES back, so that it diagnoses every GPU of the run."""
     env = dict(environ)
-    for name, parent_name in (("CUDA_VISIBLE_DEVICES", PARENT_VISIBLE_ENV), (MEMORY_LIMIT_ENV, PARENT_MEMORY_LIMIT_ENV)):
-        parent = env.pop(parent_name, None)
-        if parent is None:
-            continue
-        if parent == UNSET:
-            env.pop(name, None)
-        else:
-            env[name] = parent
+    parent = env.pop(PARENT_VISIBLE_ENV, None)
+    if parent == UNSET:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+    elif parent is not None:
+        env["CUDA_VISIBLE_DEVICES"] = parent
     env.pop(WORKER_GPUS_ENV, None)
     return env

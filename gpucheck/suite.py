@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,8 @@ MARKER_HELP = (
     "('8GiB') and compute capability COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root cause where "
     "the machine cannot, or fails it with --gpucheck-require"
 )
-#: The options whose mere presence sets up a worker's environment (read without resolving the others).
-_ENV_SETTINGS = ("gpus-per-worker", "worker-memory")
+#: The option whose mere presence sets up the workers' environment (read without resolving the others).
+_ENV_SETTINGS = ("gpus-per-worker",)
 ANSWER = pytest.StashKey["Answer"]()
 
 
@@ -70,6 +71,8 @@ class SuitePlugin:
         #: Marked tests this process collected (a worker's, or a plain run's) and their outcome counts.
         self.marked = 0
         self.outcomes: dict[str, int] = {}
+        #: Whether TensorFlow was given --gpucheck-worker-memory's bound in this process.
+        self._bounded = False
         #: The GPUs each worker was given (controller, --gpucheck-gpus-per-worker), for the summary.
         self.assigned: list[str] = []
         if _is_worker(config):
@@ -178,13 +181,6 @@ class SuitePlugin:
         from gpucheck import shared
 
         settings = self.settings()
-        if settings.worker_memory is not None:
-            limit = str(_megabytes(settings.worker_memory))
-            parent = os.environ.get(shared.MEMORY_LIMIT_ENV, shared.UNSET)
-            for spec in specs:
-                spec.env[shared.MEMORY_LIMIT_ENV] = limit
-                spec.env[shared.PARENT_MEMORY_LIMIT_ENV] = parent
-            self.assigned.append(f"TensorFlow may take {limit} MB of each GPU in each worker ({shared.MEMORY_LIMIT_ENV})")
         if settings.gpus_per_worker is None:
             return
         entries = shared.visible_entries(os.environ)
@@ -306,12 +302,17 @@ class SuitePlugin:
 
     @pytest.fixture
     def tf_gpu_device(self, request: pytest.FixtureRequest) -> str:
-        """The ``tf.device`` string of a usable GPU of this process ("/GPU:0"), or a skip with the cause."""
+        """The ``tf.device`` string of a usable GPU of this process ("/GPU:0"), or a skip with the cause. With
+        --gpucheck-worker-memory, TensorFlow (imported here) is first given that memory_limit on each GPU."""
         found = request.node.stash.get(ANSWER, None)
         if found is not None and not found.runs:
             return "/GPU:0"  # --gpucheck-require: the test fails at its call with the cause, before using it
         usable = self._gpus(request)
         if usable:
+            limit = self.settings().worker_memory
+            if limit is not None and not self._bounded:
+                self._bounded = True
+                _bound_tensorflow(_megabytes(limit))
             return usable[0].device
         from gpucheck import marker, shared
         from gpucheck.reportfile import one_line
@@ -382,6 +383,26 @@ class SuitePlugin:
             self._diagnosis.abandon()
         if self._own_folder is not None:
             shutil.rmtree(self._own_folder, ignore_errors=True)
+
+
+def _bound_tensorflow(megabytes: int) -> None:
+    """Each GPU TensorFlow lists gets a logical device of ``megabytes`` (``memory_limit``), as TensorFlow's
+    own tests bound theirs: set before TensorFlow sets up its GPUs, or a warning that says it came too late.
+    (TF_PER_DEVICE_MEMORY_LIMIT_MB, which TensorFlow's CI script exports, bounds each allocation TensorFlow 2.21
+    asks of the driver, not their total: docs/PITFALLS.md.)"""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        try:
+            tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=megabytes)])
+        except RuntimeError as exc:
+            warnings.warn(
+                pytest.PytestWarning(
+                    f"gpucheck: --gpucheck-worker-memory not applied to {gpu.name}: TensorFlow had already set up its "
+                    f"GPUs in this process ({exc})"
+                ),
+                stacklevel=2,
+            )
 
 
 def _megabytes(amount: str) -> int:

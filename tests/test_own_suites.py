@@ -24,6 +24,7 @@ import json
 import re
 import shlex
 import shutil
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +45,7 @@ PAGE = HERE.parent / "docs" / "own-suites.md"
 #: The command lines these tests run in the sample project, as docs/own-suites.md shows them.
 COMMANDS = {
     "host": "pytest --gpucheck -n 2 --gpucheck-json=gpucheck-report.json -rs tests",
-    "require": "pytest --gpucheck-require -rs",
-    "plain": "pytest -rs",
+    "plain": "pytest -rs --junitxml=junit.xml",
     "memory": "pytest -n 1 --gpucheck-worker-memory=2GiB -rs",
     "per-worker": "pytest -n 2 --gpucheck-gpus-per-worker=1 --gpucheck-framework=none --gpucheck-json=gpucheck-report.json -rs tests/test_worker_view.py",
     "two-gpus": "pytest -rs tests/test_model.py::test_data_parallel_step",
@@ -122,52 +122,62 @@ def sample(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterat
 # --- the command line, on machines ---------------------------------------------------------------------------
 
 
-def test_host_gpucheck_under_xdist_and_the_marker_skips_with_the_cause(
-    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]
+def test_host_gpucheck_under_xdist_and_require_fails_the_marked_tests(
+    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``pytest --gpucheck -n 2`` runs (it was refused): the controller diagnoses once, the workers run the
-    checks, the report is written once with every check's outcome; the project's marked tests are skipped with
-    the root cause, its plain tests pass."""
+    """The CI job of docs/own-suites.md on this host: ``GPUCHECK_REQUIRE=1`` in the environment, ``pytest
+    --gpucheck -n 2`` (it was refused) with the project's tests. The controller diagnoses once, the workers run
+    gpucheck's checks and the project's tests, the report is written once with every check's outcome; the
+    marked tests fail with the root cause and its remedy (their bodies never run), the plain tests pass."""
     fake_machine(DRIVERLESS_HOST)
+    monkeypatch.setenv("GPUCHECK_REQUIRE", "1")
     run = sample("host")
     out = run.out
-    assert run.result.ret == 1, out  # not accelerated: gpucheck's own exit status
+    assert run.result.ret == 1, out
     assert "2 workers" in out, out
-    run.result.stdout.fnmatch_lines(["*SKIPPED*test_model.py*no usable GPU — no-nvidia-gpu: No NVIDIA GPU*"])
-    outcomes = run.result.parseoutcomes()
-    assert outcomes["passed"] >= 2 and outcomes["skipped"] >= 4, outcomes
+    run.result.stdout.fnmatch_lines(
+        ["*--gpucheck-require: this machine cannot run this test: no usable GPU — no-nvidia-gpu: No NVIDIA GPU*", "*remedy:*"]
+    )
+    # The FAILURES section: one title per failed test; the seven marked ones fail with the cause.
+    titles = re.findall(r"^_{3,} (\S+) _{3,}$", out, flags=re.M)
+    marked = ["test_matmul_on_the_gpu", "test_data_parallel_step", "test_driver_lists_the_gpu"]
+    marked += [f"test_this_worker_has_a_gpu[{i}]" for i in range(4)]
+    assert sorted(t for t in titles if "nvidia" not in t) == sorted(marked), titles
+    assert out.count("--gpucheck-require: this machine cannot run this test") == 7
+    assert run.records("matmul") == [] and run.records("worker_view") == []
+    [unmarked] = run.records("unmarked")
+    assert unmarked["worker"] in ("gw0", "gw1")
     report = run.report()
     assert report["root_cause"]["id"] == "no-nvidia-gpu" and report["complete"] is True
+    assert report["settings"]["require"] == {"value": True, "source": "environment variable GPUCHECK_REQUIRE"}
     # Every check of gpucheck's own suite, run by the workers, is in the controller's one report.
     checks = {c["nodeid"].split("::")[-1]: c["outcome"] for c in report["checks"]}
     assert len(checks) >= 30 and checks["test_nvidia_gpu_on_pci_bus"] == "failed", checks
     assert set(checks.values()) <= {"passed", "failed", "skipped"}
     assert report["facts"]["hardware"]["readable"] is True  # the controller's facts, in full
-    [unmarked] = run.records("unmarked")
-    assert unmarked["worker"] in ("gw0", "gw1")
 
 
-def test_cudnn_missing_fails_the_marked_tests_with_require(
+def test_cudnn_missing_skips_the_marked_tests_with_the_cause(
     fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]
 ) -> None:
-    """A GPU runner sets --gpucheck-require: the marked tests fail, each with the root cause and its remedy,
-    and their bodies never run; the plain tests pass."""
+    """By default the marked tests this machine cannot run are skipped, the reason leading with the root cause;
+    the tests that ask the driver only (framework=None) run: the driver sees the T4."""
     fake_machine(scenario("cuda/cudnn-missing.json"))
-    run = sample("require")
+    run = sample("plain")
     out = run.out
-    assert run.result.ret == 1, out
-    # Failed: the two that need TensorFlow's GPUs; passed: the plain two and the five that ask the driver only
-    # (framework=None), which sees the T4.
-    run.result.assert_outcomes(passed=7, failed=2)
+    assert run.result.ret == 0, out
+    run.result.assert_outcomes(passed=7, skipped=2)
     run.result.stdout.fnmatch_lines(
-        [
-            "*--gpucheck-require: this machine cannot run this test: no usable GPU — cudnn-missing:*",
-            "*remedy:*",
-        ]
+        ["*SKIPPED*test_model.py:*: no usable GPU — cudnn-missing: cuDNN (libcudnn.so.9) does not load: libcudnn.so.9 is not found.*"]
     )
-    assert "libcudnn.so.9" in out, out
+    run.result.stdout.fnmatch_lines(["*tests marked gpu*", "7 marked test(s): 5 passed, 2 skipped", "root cause: cudnn-missing*", "*remedy:*"])
     assert run.records("matmul") == [] and len(run.records("driver_level")) == 1
     assert run.diagnoses() == 1
+    # JUnit: the root cause and its remedy on each skipped marked test case.
+    cases = {c.get("name"): c for c in ET.parse(run.path / "junit.xml").getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_matmul_on_the_gpu"].iter("property")}
+    assert props["gpucheck.root_cause"] == "cudnn-missing" and "nvidia-cudnn-cu12" in (props["gpucheck.remedy"] or "")
+    assert cases["test_matmul_on_the_gpu"].find("skipped") is not None
 
 
 def test_healthy_h100_runs_the_marked_tests_and_bounds_the_worker_memory(
@@ -250,10 +260,16 @@ def test_unmarked_suite_starts_nothing(fake_machine: Callable[[dict[str, Any]], 
 
 
 def test_every_command_of_the_page_is_run() -> None:
-    """docs/own-suites.md shows only command lines these tests run (its ```console blocks, lines after "$ ")."""
+    """docs/own-suites.md shows only command lines these tests run: its ```console blocks (lines after "$ ") and
+    the pytest lines of its CI jobs (```yaml blocks)."""
     text = PAGE.read_text()
     blocks = re.findall(r"```console\n(.*?)```", text, flags=re.S)
     shown = [line[2:].strip() for block in blocks for line in block.splitlines() if line.startswith("$ ")]
+    for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            m = re.match(r"^\s*(?:-\s+)?(?:run:\s+)?(pytest\b.*)$", line)
+            if m:
+                shown.append(m.group(1).strip())
     assert shown, "the page shows no command"
     assert set(shown) <= set(COMMANDS.values()), set(shown) - set(COMMANDS.values())
     # And every one of them is run by a test above.

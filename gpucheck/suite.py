@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gpucheck.shared import SharedRun
 
 PLUGIN_NAME = "gpucheck-suite"
+MARKED_PLUGIN_NAME = "gpucheck-suite-marked"
 #: The --gpucheck session's plugin name (gpucheck.plugin registers it).
 SESSION_PLUGIN_NAME = "gpucheck-session"
 #: The workerinput key that carries the run's folder (``gpucheck.shared.WORKERINPUT_KEY``).
@@ -198,6 +199,10 @@ class SuitePlugin:
         if plan.shared:
             self.assigned.append(f"{len(specs)} workers x {settings.gpus_per_worker} GPU(s) > {plan.available}: shared round-robin")
 
+    def watch_marked(self) -> None:
+        if not self.config.pluginmanager.has_plugin(MARKED_PLUGIN_NAME):
+            self.config.pluginmanager.register(MarkedTests(self), MARKED_PLUGIN_NAME)
+
     def run_folder(self) -> SharedRun:
         """The controller's folder for the run's one diagnosis (made at the first ask)."""
         from gpucheck import shared
@@ -214,6 +219,7 @@ class SuitePlugin:
         from gpucheck import shared
 
         node.workerinput[shared.WORKERINPUT_KEY] = str(self.run_folder().folder)
+        self.watch_marked()  # the controller counts the marked tests' outcomes from the workers' reports
         gpucheck = bool(self.config.getoption("gpucheck", default=False))
         node.workerinput[shared.PRODUCER_KEY] = "controller" if gpucheck else "worker"
 
@@ -234,47 +240,8 @@ class SuitePlugin:
             except MarkerError as exc:
                 raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         self.marked = len(marked)
+        self.watch_marked()
         self.start()
-
-    # --- each marked test -------------------------------------------------------------------------------------
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        mark = item.get_closest_marker(MARKER)
-        if mark is None:
-            return
-        from gpucheck.marker import parse_need
-        from gpucheck.reportfile import one_line
-
-        found = self.answer(parse_need(mark.args, mark.kwargs))
-        item.stash[ANSWER] = found
-        if found.runs:
-            item.user_properties.append(("gpucheck.gpus", ",".join(g.device for g in found.gpus)))
-            return
-        if found.cause is not None:
-            item.user_properties.extend(
-                [("gpucheck.root_cause", found.cause.id), ("gpucheck.remedy", found.cause.remedy)]
-            )
-        if not self.settings().require:
-            raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> None:
-        """--gpucheck-require: the test fails (its body does not run) with the cause and the remedy."""
-        found = item.stash.get(ANSWER, None)
-        if found is None or found.runs:
-            return
-        from gpucheck.report import failure_text
-
-        text = found.reason
-        if found.cause is not None:
-            text += "\n\n" + failure_text(found.cause)
-        pytest.fail(f"--gpucheck-require: this machine cannot run this test: {text}", pytrace=False)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call" or (report.when == "setup" and not report.passed):
-            if MARKER in report.keywords:
-                self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
 
     # --- the fixtures -----------------------------------------------------------------------------------------
 
@@ -385,6 +352,52 @@ class SuitePlugin:
             shutil.rmtree(self._own_folder, ignore_errors=True)
 
 
+class MarkedTests:
+    """The hooks of each marked test, registered only once a marked test is collected (or, in an xdist
+    controller, once workers start): a suite without the marker runs none of them."""
+
+    def __init__(self, suite: SuitePlugin) -> None:
+        self.suite = suite
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        mark = item.get_closest_marker(MARKER)
+        if mark is None:
+            return
+        from gpucheck.marker import parse_need
+        from gpucheck.reportfile import one_line
+
+        found = self.suite.answer(parse_need(mark.args, mark.kwargs))
+        item.stash[ANSWER] = found
+        if found.runs:
+            item.user_properties.append(("gpucheck.gpus", ",".join(g.device for g in found.gpus)))
+            return
+        if found.cause is not None:
+            item.user_properties.extend(
+                [("gpucheck.root_cause", found.cause.id), ("gpucheck.remedy", found.cause.remedy)]
+            )
+        if not self.suite.settings().require:
+            raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        """--gpucheck-require: the test fails (its body does not run) with the cause and the remedy."""
+        found = item.stash.get(ANSWER, None)
+        if found is None or found.runs:
+            return
+        from gpucheck.report import failure_text
+
+        text = found.reason
+        if found.cause is not None:
+            text += "\n\n" + failure_text(found.cause)
+        pytest.fail(f"--gpucheck-require: this machine cannot run this test: {text}", pytrace=False)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            if MARKER in report.keywords:
+                self.suite.outcomes[report.outcome] = self.suite.outcomes.get(report.outcome, 0) + 1
+
+
 def _bound_tensorflow(megabytes: int) -> None:
     """Each GPU TensorFlow lists gets a logical device of ``megabytes`` (``memory_limit``), as TensorFlow's
     own tests bound theirs: set before TensorFlow sets up its GPUs, or a warning that says it came too late.
@@ -418,6 +431,9 @@ def register(config: pytest.Config) -> None:
 
 
 def unregister(config: pytest.Config) -> None:
+    marked = config.pluginmanager.get_plugin(MARKED_PLUGIN_NAME)
+    if marked is not None:
+        config.pluginmanager.unregister(marked, MARKED_PLUGIN_NAME)
     plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if isinstance(plugin, SuitePlugin):
         plugin.close()

@@ -213,7 +213,11 @@ class Machine:
 
     @classmethod
     def of(cls, result: Result) -> Machine:
-        return cls(result, {"tensorflow": machine_gpus(result, "tensorflow"), "none": machine_gpus(result, None)})
+        """No "tensorflow" entry where TensorFlow was not diagnosed (--gpucheck-framework=none)."""
+        gpus = {"none": machine_gpus(result, None)}
+        if result.facts is not None and result.facts.framework is not None:
+            gpus["tensorflow"] = machine_gpus(result, "tensorflow")
+        return cls(result, gpus)
 
     def gpus_for(self, framework: str | None) -> tuple[Gpu, ...]:
         return self.gpus.get("tensorflow" if framework == "tensorflow" else "none", ())
@@ -262,6 +266,14 @@ def answer(machine: Machine, need: Need, ordinals: tuple[int, ...] | None = None
     """Whether a test that needs ``need`` runs here, on which GPUs, or why not (its reason leads with the
     root cause's id and summary). ``ordinals``: the GPUs this xdist worker was given (``for_worker``)."""
     result = machine.result
+    if need.framework == "tensorflow" and "tensorflow" not in machine.gpus and result.complete:
+        return Answer(
+            False,
+            "TensorFlow was not diagnosed (--gpucheck-framework=none): only tests marked gpu(framework=None) can be "
+            "answered in this run",
+            None,
+            (),
+        )
     everyone = machine.gpus_for(need.framework)
     gpus = for_worker(everyone, ordinals)
     usable = [g for g in gpus if g.usable]

@@ -330,6 +330,10 @@ def test_a_machine_wide_blocker_leads_the_reason() -> None:
     assert not no.runs and no.cause is lost and no.reason == "no usable GPU — cudnn-missing: cuDNN 9 not found."
     none = marker.answer(_machine(()), Need())
     assert none.reason == "no usable GPU — TensorFlow registered no GPU"
+    # --gpucheck-framework=none: TensorFlow not asked, and the reason says so rather than "no GPU".
+    driver_only = Machine(_machine((A100,)).result, {"none": (A100,)})
+    assert marker.answer(driver_only, Need(framework=None)).runs
+    assert "TensorFlow was not diagnosed (--gpucheck-framework=none)" in marker.answer(driver_only, Need()).reason
 
 
 def test_the_document_the_workers_read_round_trips(tmp_path: Path) -> None:

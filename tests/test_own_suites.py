@@ -46,7 +46,7 @@ PAGE = HERE.parent / "docs" / "own-suites.md"
 COMMANDS = {
     "host": "pytest --gpucheck -n 2 --gpucheck-json=gpucheck-report.json -rs tests",
     "plain": "pytest -rs --junitxml=junit.xml",
-    "memory": "pytest -n 1 --gpucheck-worker-memory=2GiB -rs",
+    "memory": "pytest --gpucheck-worker-memory=2GiB -rs",
     "per-worker": "pytest -n 2 --gpucheck-gpus-per-worker=1 --gpucheck-framework=none --gpucheck-json=gpucheck-report.json -rs tests/test_worker_view.py",
     "two-gpus": "pytest -rs tests/test_model.py::test_data_parallel_step",
     "unmarked": 'pytest -m "not gpu"',

@@ -12,7 +12,7 @@ def test_matmul_on_the_gpu(tf_gpu_device, gpus):
     with tf.device(tf_gpu_device):
         a = tf.ones((64, 64))
         b = tf.linalg.matmul(a, a)
-    assert b.device.endswith(tf_gpu_device.lstrip("/").upper().replace("GPU", "GPU")), b.device
+    assert b.device.endswith("device:" + tf_gpu_device.lstrip("/")), b.device
     limits = [d.memory_limit for d in device_lib.list_local_devices() if d.device_type == "GPU"]
     record("matmul", device=tf_gpu_device, ran_on=b.device, gpus=[g.to_json() for g in gpus], memory_limits=limits)
 

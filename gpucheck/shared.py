@@ -53,10 +53,6 @@ class SharedError(RuntimeError):
     """The run's shared diagnosis could not be had: the sentence that says why."""
 
 
-def new_run_folder() -> Path:
-    return Path(tempfile.mkdtemp(prefix="gpucheck-run-"))
-
-
 def _gpu_json(g: Gpu) -> dict[str, Any]:
     return {f.name: getattr(g, f.name) for f in fields(Gpu)}
 

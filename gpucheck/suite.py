@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,8 @@ MARKED_PLUGIN_NAME = "gpucheck-suite-marked"
 SESSION_PLUGIN_NAME = "gpucheck-session"
 #: The workerinput key that carries the run's folder (``gpucheck.shared.WORKERINPUT_KEY``).
 WORKERINPUT_KEY = "gpucheck_shared"
+#: The workerinput key that says who diagnoses (``gpucheck.shared.PRODUCER_KEY``).
+PRODUCER_KEY = "gpucheck_producer"
 MARKER = "gpu"
 #: The line ``pytest --markers`` shows.
 MARKER_HELP = (
@@ -203,25 +206,29 @@ class SuitePlugin:
         if not self.config.pluginmanager.has_plugin(MARKED_PLUGIN_NAME):
             self.config.pluginmanager.register(MarkedTests(self), MARKED_PLUGIN_NAME)
 
-    def run_folder(self) -> SharedRun:
-        """The controller's folder for the run's one diagnosis (made at the first ask)."""
-        from gpucheck import shared
-
+    def _folder(self) -> Path:
+        """The controller's folder for the run's one diagnosis, made at the first ask (nothing imported: a
+        suite without the marker run with -n pays for one empty folder)."""
         if self._own_folder is None:
-            self._own_folder = shared.new_run_folder()
-            self._shared = shared.SharedRun(self._own_folder)
-        assert self._shared is not None
+            self._own_folder = Path(tempfile.mkdtemp(prefix="gpucheck-run-"))
+        return self._own_folder
+
+    def run_folder(self) -> SharedRun:
+        """The run's folder as ``gpucheck.shared`` reads and writes it (the --gpucheck controller publishes there)."""
+        from gpucheck.shared import SharedRun
+
+        if self._shared is None:
+            self._shared = SharedRun(self._folder())
         return self._shared
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """The run's folder for the one diagnosis, handed to each worker (JSON through execnet, no pickle)."""
-        from gpucheck import shared
-
-        node.workerinput[shared.WORKERINPUT_KEY] = str(self.run_folder().folder)
+        """The run's folder for the one diagnosis, handed to each worker (a path through execnet; what is
+        written there is JSON, never pickle)."""
+        node.workerinput[WORKERINPUT_KEY] = str(self._folder())
         self.watch_marked()  # the controller counts the marked tests' outcomes from the workers' reports
         gpucheck = bool(self.config.getoption("gpucheck", default=False))
-        node.workerinput[shared.PRODUCER_KEY] = "controller" if gpucheck else "worker"
+        node.workerinput[PRODUCER_KEY] = "controller" if gpucheck else "worker"
 
     # --- collection: only a marked test starts anything -------------------------------------------------
 
@@ -293,8 +300,8 @@ class SuitePlugin:
         """The result for the summary: this process's, or (the controller) the one a worker wrote."""
         if self._machine is not None or self._diagnosis is not None:
             return self.result()
-        if self._shared is not None and not _is_worker(self.config):
-            found = self._shared.read()
+        if self._own_folder is not None and (self._own_folder / "facts.json").exists():
+            found = self.run_folder().read()
             return found.result if found is not None else None
         return None
 

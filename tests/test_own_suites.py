@@ -389,6 +389,13 @@ def test_gpus_shared_out_to_workers() -> None:
     assert shared.worker_ordinals(env) == (1,) and shared.worker_ordinals({}) is None
 
 
+def test_the_suite_side_names_what_shared_reads() -> None:
+    from gpucheck import suite
+
+    assert (suite.WORKERINPUT_KEY, suite.PRODUCER_KEY) == (shared.WORKERINPUT_KEY, shared.PRODUCER_KEY)
+    assert shared.SharedRun(Path("/x")).facts_file.name == "facts.json"
+
+
 def test_marker_is_registered_without_gpucheck(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["@pytest.mark.gpu(count=1, min_memory=None, compute_capability=None, framework='tensorflow')*"])

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     import jsonschema
 
 
+#: A project of its own, run through its own command line by tests/test_own_suites.py, never collected here.
+collect_ignore = ["tests/sampleproject"]
+
+
 @dataclass
 class GpucheckRun:
     result: pytest.RunResult

@@ -169,15 +169,7 @@ class Diagnosis:
                 (cancelled if outcome.exit.status == "cancelled" else finished).append(pending.name)
             else:
                 cancelled.append(pending.name)
-        incomplete = finding(
-            "diagnosis-incomplete",
-            Severity.BLOCKER,
-            summary="The diagnosis did not finish: the run ended before every probe reported.",
-            cause="pytest was interrupted (Ctrl-C, SIGTERM) while the probes were still running.",
-            remedy="Run `pytest --gpucheck` again and let it finish; raise --gpucheck-timeout if a probe is slow.",
-            evidence={"finished_probes": sorted(set(finished)), "cancelled_probes": sorted(set(cancelled))},
-        )
-        return Result(None, partial, (incomplete,), incomplete, "not-accelerated", (), False)
+        return incomplete(finished, cancelled, partial)
 
     def measure(self, env: Mapping[str, str], timeout: float) -> Result:
         """Run the probes that come after the diagnosis (the performance layer's benchmarks), one after the
@@ -231,6 +223,19 @@ class Diagnosis:
             unchecked=registry.not_checked(facts, self.settings),
             gpus=gpu_subjects(facts),
         )
+
+
+def incomplete(finished: list[str], cancelled: list[str], partial: dict[str, Any]) -> Result:
+    """The result of a diagnosis that did not finish: root cause ``diagnosis-incomplete``."""
+    found = finding(
+        "diagnosis-incomplete",
+        Severity.BLOCKER,
+        summary="The diagnosis did not finish: the run ended before every probe reported.",
+        cause="pytest was interrupted (Ctrl-C, SIGTERM) while the probes were still running.",
+        remedy="Run `pytest --gpucheck` again and let it finish; raise --gpucheck-timeout if a probe is slow.",
+        evidence={"finished_probes": sorted(set(finished)), "cancelled_probes": sorted(set(cancelled))},
+    )
+    return Result(None, partial, (found,), found, "not-accelerated", (), False)
 
 
 def environment() -> dict[str, Any]:

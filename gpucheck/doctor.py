@@ -54,7 +54,7 @@ def flag(opt: Option) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The option table as ``--NAME``, then doctor's own options."""
     for opt in OPTIONS:
-        if opt.name in _OWN:
+        if opt.name in _OWN or opt.pytest_only:
             continue
         # argparse %-formats help texts: a literal "10%" must reach it as "10%%".
         text = f"{opt.help}. Also {opt.env}.".replace("%", "%%")

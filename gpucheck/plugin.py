@@ -1,7 +1,7 @@
 """The pytest plugin (entry point ``pytest11: gpucheck``): options, activation, hooks.
 
-Without ``--gpucheck`` this module only registers options and markers: it
-imports nothing heavy and loads no shared library, since it is loaded on every
+Without ``--gpucheck`` this module only registers options, the ``gpu`` marker and the suite side
+(``gpucheck.suite``): it imports nothing heavy and loads no shared library, since it is loaded on every
 pytest run of every project where gpucheck is installed.
 """
 
@@ -11,10 +11,11 @@ import os
 
 import pytest
 
+from gpucheck import suite
 from gpucheck.options import add_options, resolve
 from gpucheck.settings import conflicts
 
-SESSION_PLUGIN_NAME = "gpucheck-session"
+SESSION_PLUGIN_NAME = suite.SESSION_PLUGIN_NAME
 HTML_PLUGIN_NAME = "gpucheck-html"
 
 
@@ -23,29 +24,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    suite.register(config)
     if not config.getoption("gpucheck", default=False):
         return
-    if config.getoption("dist", default="no") not in ("no", None) or hasattr(config, "workerinput"):
-        # Each xdist worker would run its own diagnosis and the controller, which runs no check, would
-        # write the report: refuse with a sentence. The probes already run in parallel.
-        raise pytest.UsageError(
-            "--gpucheck runs its checks in one process: drop -n / --dist (pytest-xdist) for this run; "
-            "its probes already run in parallel"
-        )
+    worker = hasattr(config, "workerinput")
+    controller = not worker and config.getoption("dist", default="no") not in ("no", None)
     settings = resolve(config)
+    if (worker or controller) and settings.benchmarks:
+        # pytest-benchmark disables itself under xdist: the benchmarks would silently not run.
+        raise pytest.UsageError(
+            "--gpucheck-benchmarks runs its benchmarks in one process: drop -n / --dist (pytest-xdist) for this run"
+        )
     _refuse_one_path_for_two_files(config, settings.json)
-    for note in conflicts(settings):
-        config.issue_config_time_warning(pytest.PytestConfigWarning(f"gpucheck: {note}"), stacklevel=2)
+    if not worker:
+        for note in conflicts(settings):
+            config.issue_config_time_warning(pytest.PytestConfigWarning(f"gpucheck: {note}"), stacklevel=2)
     # Imported only now: the diagnosis machinery (still no TensorFlow, NVML or ctypes in this process).
     from gpucheck.session import GpucheckSession
 
-    session = GpucheckSession(config, settings)
+    session = GpucheckSession(config, settings, role="worker" if worker else "controller" if controller else "plain")
     config.pluginmanager.register(session, SESSION_PLUGIN_NAME)
     if config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", default=None):
         from gpucheck import htmlreport  # pytest-html's report (--html): optional, docs/html-report.md
 
         htmlreport.register(config, session, HTML_PLUGIN_NAME)
-    session.start()
+    if worker:
+        # An xdist worker judges the facts of the run's one diagnosis, which the controller writes.
+        from gpucheck.shared import Remote, SharedRun
+
+        session.start(Remote(SharedRun(config.workerinput[suite.WORKERINPUT_KEY]), settings))  # type: ignore[attr-defined]
+    else:
+        session.start()
+    if controller:
+        plugin = config.pluginmanager.get_plugin(suite.PLUGIN_NAME)
+        assert isinstance(plugin, suite.SuitePlugin)
+        session.publish_to(plugin.run_folder())
 
 
 def _refuse_one_path_for_two_files(config: pytest.Config, report: str | None) -> None:
@@ -67,3 +80,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         config.pluginmanager.unregister(session, SESSION_PLUGIN_NAME)
     if config.pluginmanager.get_plugin(HTML_PLUGIN_NAME) is not None:
         config.pluginmanager.unregister(name=HTML_PLUGIN_NAME)
+    suite.unregister(config)

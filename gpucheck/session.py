@@ -7,6 +7,7 @@ registered here only when asked for (``gpucheck.registry.pytest_plugins``)."""
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Generator
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +19,10 @@ from gpucheck import registry, report
 from gpucheck.blocking import QUESTION_ATTRIBUTE, Decision, Question, decide
 from gpucheck.diagnosis import Diagnosis, Result
 from gpucheck.isolation import Interrupts
+from gpucheck.marker import Machine
 from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN, one_line
 from gpucheck.settings import Settings
+from gpucheck.shared import Remote, SharedRun
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: The decision of a check item, made at its setup.
@@ -51,10 +54,16 @@ class Answer:
 
 
 class GpucheckSession:
-    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+    """``role``: "plain" (one process), "controller" (of pytest-xdist workers: it runs the diagnosis, hands
+    its facts to the workers through the run's folder, gathers the checks' outcomes from their reports, and
+    writes the summary and the report) or "worker" (judges the controller's facts, runs checks, writes
+    nothing)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, role: str = "plain") -> None:
         self.config = config
         self.settings = settings
-        self.diagnosis: Diagnosis | None = None
+        self.role = role
+        self.diagnosis: Diagnosis | Remote | None = None
         self._result: Result | None = None
         self._check_ids: set[str] = set()
         #: Whether collection ran to its end (pytest_collection_modifyitems is not called when interrupted).
@@ -66,10 +75,14 @@ class GpucheckSession:
         self._interrupts: Interrupts | None = None
         #: The run ended at a test file that could not be collected (not at Ctrl-C or a signal).
         self._collection_failed = False
+        #: Ctrl-C or a signal ended the run (the controller then does not wait for the diagnosis).
+        self._interrupted = False
+        if role == "worker":
+            self._written = True  # the controller writes the report
 
     # --- life cycle ---------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, diagnosis: Diagnosis | Remote | None = None) -> None:
         config = self.config
         config.stash[SESSION] = self
         suite = sorted({str(path.parent) for path in check_files(self.settings)})
@@ -81,9 +94,24 @@ class GpucheckSession:
         # CI cancels a job with SIGTERM: the run ends as at Ctrl-C (children killed, a partial report with
         # `complete: false`), and the later signals wait for the clean-up (gpucheck.isolation.Interrupts).
         self._interrupts = Interrupts("gpucheck: stopped by ")
-        self.diagnosis = Diagnosis(self.settings)
+        self.diagnosis = diagnosis if diagnosis is not None else Diagnosis(self.settings)
         for name, plugin_class in registry.pytest_plugins(self.settings):
             config.pluginmanager.register(plugin_class(self), f"gpucheck-{name}")
+
+    def publish_to(self, run: SharedRun) -> None:
+        """The controller: write the facts for the workers as soon as the diagnosis ends (a daemon thread;
+        pytest's collection and the workers' start-up overlap with the probes)."""
+        diagnosis = self.diagnosis
+        assert isinstance(diagnosis, Diagnosis)
+
+        def publish() -> None:
+            try:
+                result = diagnosis.result()
+            except BaseException:  # noqa: BLE001 - whatever ends it, the workers wait for a document: the partial one
+                result = diagnosis.abandon()
+            run.publish(Machine.of(result), "controller")
+
+        threading.Thread(target=publish, name="gpucheck-publish", daemon=True).start()
 
     def result(self) -> Result:
         if self._result is None:
@@ -215,7 +243,15 @@ class GpucheckSession:
                 entry["outcome"] = "failed"
             elif rep.skipped and entry["outcome"] != "failed":
                 entry["outcome"] = "skipped"
+            # Read by the controller of an xdist run (a report's attributes travel with it to the controller).
+            rep.gpucheck_check = dict(entry)
         return rep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """The controller of an xdist run: the checks' outcomes, from its workers' reports."""
+        entry = getattr(report, "gpucheck_check", None)
+        if self.role == "controller" and isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
+            self._outcomes[entry["nodeid"]] = entry
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         tr = terminalreporter
@@ -227,9 +263,11 @@ class GpucheckSession:
         # pytest ends a run whose test file cannot be collected by raising Session.Interrupted, an interrupt
         # to its hooks: the person asked for the diagnosis and is still there, so it is waited for.
         self._collection_failed = isinstance(excinfo.value, pytest.Session.Interrupted)
+        self._interrupted = not self._collection_failed
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-        if self.diagnosis is not None and self._result is None and self._collection_failed:
+        waits = self._collection_failed or (self.role == "controller" and not self._interrupted)
+        if self.diagnosis is not None and self._result is None and waits:
             try:
                 self._result = self.diagnosis.result()
             except KeyboardInterrupt:

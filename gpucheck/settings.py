@@ -41,6 +41,8 @@ class Option:
     switch: bool = False
     #: An option whose value may be left out: ``--gpucheck-X`` alone means this value (``--gpucheck-cluster``).
     const: str | None = None
+    #: A setting of a pytest run of the user's own suite (the ``gpu`` marker, xdist workers): not doctor's.
+    pytest_only: bool = False
 
     @property
     def flag(self) -> str:
@@ -146,6 +148,15 @@ def parse_share(text: str) -> float:
         raise ValueError("must be a share like 50% or 0.5") from None
     if not math.isfinite(value) or not 0 < value <= 1:
         raise ValueError("must be a share above 0 and at most 100%")
+    return value
+
+
+def parse_absolute_memory(text: str) -> str:
+    """An absolute amount of memory (:func:`parse_memory` without the percentage: a worker's bound is given
+    to TensorFlow in megabytes before it has seen a GPU)."""
+    value = parse_memory(text)
+    if value.endswith("%"):
+        raise ValueError("must be an absolute amount of memory like 4GiB or 512MiB, not a percentage")
     return value
 
 
@@ -277,6 +288,34 @@ OPTIONS: tuple[Option, ...] = (
         const="auto",
     ),
     Option(
+        "require",
+        parse_switch,
+        None,
+        "fail, instead of skipping, a test marked @pytest.mark.gpu that this machine cannot run (a GPU runner "
+        "sets it once: its suite must not go green on the CPU)",
+        switch=True,
+        pytest_only=True,
+    ),
+    Option(
+        "gpus-per-worker",
+        parse_gpu_count,
+        None,
+        "give each pytest-xdist worker N GPUs of its own, through CUDA_VISIBLE_DEVICES in its environment "
+        "before it starts (workers share them round-robin when there are too few)",
+        "N",
+        pytest_only=True,
+    ),
+    Option(
+        "worker-memory",
+        parse_absolute_memory,
+        None,
+        "the GPU memory TensorFlow may take on each GPU in each test process (each xdist worker): a memory_limit "
+        "(logical device) given when a test first asks for the tf_gpu_device fixture, before TensorFlow sets up "
+        "its GPUs",
+        "AMOUNT",
+        pytest_only=True,
+    ),
+    Option(
         "cluster-timeout",
         parse_seconds,
         "60",
@@ -319,6 +358,12 @@ class Settings:
     #: --gpucheck-cluster (``parse_cluster``): None when not asked.
     cluster: str | None = _default("cluster")
     cluster_timeout: float = _default("cluster-timeout")
+    #: --gpucheck-require: a gpu-marked test this machine cannot run fails instead of being skipped.
+    require: bool = _default("require")
+    #: --gpucheck-gpus-per-worker: the GPUs each xdist worker gets (None: every worker sees them all).
+    gpus_per_worker: int | None = _default("gpus-per-worker")
+    #: --gpucheck-worker-memory: TensorFlow's per-GPU bound in each test process (absolute, as given).
+    worker_memory: str | None = _default("worker-memory")
     #: Whether TF_CONFIG is set in the environment: its configuration is validated even without --gpucheck-cluster.
     tf_config_set: bool = False
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").

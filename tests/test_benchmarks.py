@@ -4,7 +4,7 @@
   ``extra_info["ratio"]``: on this driverless host against ``python -c "import tensorflow"`` (target 1.3),
   on the healthy fake H100 against importing TensorFlow and listing its GPUs (target 1.5).
 - idle-cost: a trivial suite with gpucheck installed beside the same run with ``-p no:gpucheck``
-  (target: within 3%).
+  (target: within 3%); idle-cost-paired: the same two in turn, 10 pairs, the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def _timed(args: list[str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
-def _ratio_benchmark(benchmark: BenchmarkFixture, cwd: Path, gpucheck: list[str], baseline: list[str]) -> None:
+def _ratio_benchmark(
+    benchmark: BenchmarkFixture, cwd: Path, gpucheck: list[str], baseline: list[str], rounds: int | None = None
+) -> None:
     """Time ``gpucheck`` with pytest-benchmark, and before each of its rounds the ``baseline`` (untimed by
     the fixture, timed here), pair by pair, so both see the same machine; the ratio of the medians goes
     into ``extra_info["ratio"]``."""
@@ -44,7 +46,7 @@ def _ratio_benchmark(benchmark: BenchmarkFixture, cwd: Path, gpucheck: list[str]
     def setup() -> None:
         baseline_times.append(_timed(baseline, cwd))
 
-    code = benchmark.pedantic(_run, args=(gpucheck, cwd), setup=setup, rounds=ROUNDS, iterations=1)
+    code = benchmark.pedantic(_run, args=(gpucheck, cwd), setup=setup, rounds=rounds or ROUNDS, iterations=1)
     assert code in (0, 1)
     base = statistics.median(baseline_times)
     benchmark.extra_info["baseline"] = " ".join(baseline[-2:]) if baseline[1] == "-c" else " ".join(baseline)
@@ -106,6 +108,15 @@ def test_idle_cost_baseline_without_gpucheck(benchmark: BenchmarkFixture, trivia
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:gpucheck", "test_trivial.py"]
     code = benchmark.pedantic(_run, args=(args, trivial_suite), rounds=7, iterations=1)
     assert code == 0
+
+
+@pytest.mark.benchmark(group="idle-cost-paired", disable_gc=True, warmup=False)
+def test_idle_cost_paired(benchmark: BenchmarkFixture, trivial_suite: Path) -> None:
+    """Issue 27: a suite without the gpu marker, with the plugin (its marker, fixtures and collection scan)
+    against ``-p no:gpucheck``, the two in turn round by round (10 pairs): within noise (target: ratio <= 1.03)."""
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_trivial.py"]
+    baseline = [*run[:-1], "-p", "no:gpucheck", "test_trivial.py"]
+    _ratio_benchmark(benchmark, trivial_suite, [*run[:-1], "-p", "gpucheck", "test_trivial.py"], baseline, rounds=10)
 
 
 #: A plain ``tf.function`` loop of chained float32 matmuls on the CPU, the shape gpucheck's float32 matmul

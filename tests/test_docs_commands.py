@@ -77,11 +77,22 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     ".venv/bin/gpucheck merge reports/*.json --json fleet.json":
         Elsewhere("tests/test_merge.py::test_merge_of_a_fleet", '"--json"'),
     ".venv/bin/gpucheck merge /reports/*.json": Elsewhere("tests/test_merge.py::test_merge_of_a_fleet", "gpucheck_merge("),
+    # docs/own-suites.md: tests/test_own_suites.py runs each (its COMMANDS, checked against the page there)
+    "pytest --gpucheck -n 2 --gpucheck-json=gpucheck-report.json -rs tests":
+        Elsewhere("tests/test_own_suites.py::test_host_gpucheck_under_xdist_and_require_fails_the_marked_tests", 'sample("host")'),
+    "pytest -rs --junitxml=junit.xml":
+        Elsewhere("tests/test_own_suites.py::test_cudnn_missing_skips_the_marked_tests_with_the_cause", 'sample("plain")'),
+    "pytest --gpucheck-worker-memory=2GiB -rs":
+        Elsewhere("tests/test_own_suites.py::test_healthy_h100_runs_the_marked_tests_and_bounds_the_worker_memory",
+                  'sample("memory")'),
+    "pytest -n 2 --gpucheck-gpus-per-worker=1 --gpucheck-framework=none --gpucheck-json=gpucheck-report.json -rs "
+    "tests/test_worker_view.py":
+        Elsewhere("tests/test_own_suites.py::test_two_gpus_one_per_worker_and_one_diagnosis", 'sample("per-worker")'),
 }
 
 #: Pages the README links to that other branches write (the `gpu` marker and the pytest-html hook, issue 27); once
 #: one exists, this test asks for its line to go.
-PENDING = {"docs/own-suites.md"}
+PENDING: set[str] = set()
 
 _FENCE = re.compile(r"^```(\S*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -57,6 +57,9 @@ FLOORS: dict[str, int] = {
     "gpucheck.merge": 6,
     "gpucheck.doctor": 6,
     "gpucheck.causepage": 6,
+    # what a marked test needs and gets (pure), and the one diagnosis of an xdist run (its shared folder)
+    "gpucheck.marker": 6,
+    "gpucheck.shared": 6,
     # 7: pytest-facing: the session, the options; 8: the checks, the units' pytest sides, the entry points
     "gpucheck.session": 7,
     "gpucheck.options": 7,
@@ -67,13 +70,15 @@ FLOORS: dict[str, int] = {
     "gpucheck.records.checks_records": 8,
     "gpucheck.plugin": 8,
     "gpucheck.htmlreport": 8,
+    # the suite side: the gpu marker, the fixtures, xdist's workers (registered on every run)
+    "gpucheck.suite": 8,
     "gpucheck.cli": 8,
 }
 #: The units that are packages: nothing imports their modules but themselves and the registry.
 UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records")
 #: Modules that may import pytest: the plugin and what it registers.
 PYTEST_MODULES = (
-    "gpucheck.plugin", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
+    "gpucheck.plugin", "gpucheck.suite", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
     "gpucheck.htmlreport", "gpucheck.performance.checks_", "gpucheck.cluster.checks_", "gpucheck.records.checks_",
 )
 

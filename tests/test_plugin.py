@@ -401,13 +401,13 @@ def test_gpu_stack_alone_on_this_host(pytester: pytest.Pytester, run_gpucheck: C
     bad.stderr.fnmatch_lines(["*--gpucheck-framework must be one of tensorflow, none (got 'pytorch' from --gpucheck-framework)*"])
 
 
-def test_xdist_is_refused_with_a_sentence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each xdist worker would run a diagnosis of its own and the controller would write a report without
-    checks: a usage error that says so."""
+def test_benchmarks_under_xdist_are_refused_with_a_sentence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-benchmark disables itself under xdist: --gpucheck-benchmarks with -n would measure nothing without
+    a word, so it is a usage error that says so (``pytest --gpucheck -n 2`` itself runs: tests/test_own_suites.py)."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-n", "2")
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-benchmarks", "-p", "no:cacheprovider", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--gpucheck runs its checks in one process: drop -n / --dist*"])
+    result.stderr.fnmatch_lines(["*--gpucheck-benchmarks runs its benchmarks in one process: drop -n / --dist*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 

@@ -20,6 +20,8 @@
  *                              .memory_bus_width, .l2_cache_bytes (defaults: an A100's); other shape
  *                              attributes are an A100's
  *         kernels.launch       CUresult of cuLaunchKernel (default 0: accepted and not run, see below)
+ * GPUCHECK_FAKE_CUINIT_LOG (environment): a file each cuInit appends one line to, "PID CUDA_VISIBLE_DEVICES
+ *                              ARGV..." (how the tests count the processes of a run that asked the driver).
  * CUDA ordinal N is the N-th device CUDA_VISIBLE_DEVICES leaves (its index or GPU-uuid names the gpus.M entry).
  *
  * Device memory is shared by the processes of one machine through the ledger (fakeledger.h): what a
@@ -37,6 +39,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include "fakecfg.h"
 #include "fakeledger.h"
 
@@ -108,8 +112,35 @@ static int visible_devices(int count) {
     return n;
 }
 
+/* One line per cuInit to $GPUCHECK_FAKE_CUINIT_LOG: the pid, CUDA_VISIBLE_DEVICES ("-" unset), the argv. */
+static void log_cuinit(void) {
+    const char *path = getenv("GPUCHECK_FAKE_CUINIT_LOG");
+    if (!path || !*path) return;
+    char line[4096], cmd[2048];
+    ssize_t got = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        got = read(fd, cmd, sizeof cmd - 1);
+        close(fd);
+    }
+    if (got < 0) got = 0;
+    for (ssize_t i = 0; i < got; i++)
+        if (cmd[i] == '\0' || cmd[i] == '\n') cmd[i] = ' ';
+    cmd[got] = '\0';
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    int n = snprintf(line, sizeof line, "%ld %s %s\n", (long)getpid(), cvd ? cvd : "-", cmd);
+    if (n <= 0) return;
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1;
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    /* One write with O_APPEND: lines of concurrent processes do not interleave. */
+    if (write(fd, line, (size_t)n) < 0) { /* nothing to do: a trace */ }
+    close(fd);
+}
+
 CUresult cuInit(unsigned int flags) {
     (void)flags;
+    log_cuinit();
     const char *what = cfg_get("cuda.init");
     cfg_misbehave(what);
     int code = what ? atoi(what) : 0;

@@ -1,0 +1,302 @@
+"""What ``@pytest.mark.gpu`` asks of a machine, and the answer from a diagnosis: pure functions (no pytest).
+
+A test marked ``gpu(count=1, min_memory=None, compute_capability=None, framework="tensorflow")`` needs
+``count`` GPUs that TensorFlow registered here (``framework=None``: that the CUDA driver lists, no
+TensorFlow asked), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
+least ``compute_capability`` (``"8.0"``), and none of them blocked by what the diagnosis found.
+
+A GPU is *usable* when no blocker of the layers the marker needs is about it (or about the whole machine):
+with TensorFlow, every layer up to ``framework`` (hardware, kernel, driver, visibility, compatibility,
+libraries, framework), and ``resources`` and ``health`` (its memory is there, it is not lost); without a
+framework, the layers up to ``visibility`` and the same two. Placement, performance and the cluster do not
+keep a marked test from running: a marked test is itself what shows whether work lands on the GPU, and
+hiding it behind a skip would hide that. A run whose verdict they spoil says so in its summary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpucheck.blocking import blocker_among, layers_needed
+from gpucheck.diagnosis import Result
+from gpucheck.facts import facts_of
+from gpucheck.model import Finding
+from gpucheck.rules.devicemap import device_map
+from gpucheck.settings import memory_bytes, parse_memory
+
+#: The marker's name, as written in a test file.
+MARKER = "gpu"
+#: The line pytest --markers shows (registered whether or not --gpucheck is given).
+MARKER_HELP = (
+    "gpu(count=1, min_memory=None, compute_capability=None, framework='tensorflow'): the test needs COUNT "
+    "GPUs that FRAMEWORK (or, with framework=None, the CUDA driver) can use here, each with at least "
+    "MIN_MEMORY (8GiB) and compute capability COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root "
+    "cause where the machine cannot, or fails it with --gpucheck-require"
+)
+FRAMEWORKS = ("tensorflow", None)
+
+#: The layers a marked test needs, by its framework.
+LAYERS: Mapping[str | None, frozenset[str]] = {
+    "tensorflow": layers_needed("framework") | {"framework", "resources", "health"},
+    None: layers_needed("visibility") | {"visibility", "resources", "health"},
+}
+_CC = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one marked test asks for."""
+
+    count: int = 1
+    min_memory: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    framework: str | None = "tensorflow"
+
+    def describe(self) -> str:
+        what = f"{self.count} GPU(s)"
+        bits = []
+        if self.min_memory is not None:
+            bits.append(f"at least {self.min_memory}")
+        if self.compute_capability is not None:
+            bits.append(f"compute capability {self.compute_capability[0]}.{self.compute_capability[1]} or newer")
+        if bits:
+            what += " with " + " and ".join(bits)
+        return what + (" that TensorFlow can use" if self.framework == "tensorflow" else " the CUDA driver lists")
+
+
+class MarkerError(ValueError):
+    """A marker written wrongly: the sentence that says how."""
+
+
+def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
+    """The :class:`Need` of ``@pytest.mark.gpu(*args, **kwargs)`` (``count`` may be given by position)."""
+    known = {"count", "min_memory", "compute_capability", "framework"}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise MarkerError(f"@pytest.mark.gpu takes count, min_memory, compute_capability, framework; not {', '.join(unknown)}")
+    if len(args) > 1:
+        raise MarkerError("@pytest.mark.gpu takes at most one positional argument (count)")
+    count: Any = args[0] if args else kwargs.get("count", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise MarkerError(f"@pytest.mark.gpu(count=...) must be a whole number of GPUs of at least 1, not {count!r}")
+    memory = kwargs.get("min_memory")
+    min_memory: str | None = None
+    if memory is not None:
+        if isinstance(memory, bool) or not isinstance(memory, (int, str)):
+            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not {memory!r}")
+        try:
+            min_memory = parse_memory(str(memory))
+        except ValueError as exc:
+            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) {exc} (got {memory!r})") from None
+        if min_memory.endswith("%"):
+            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) must be an absolute amount, not a share (got {memory!r})")
+    cc = kwargs.get("compute_capability")
+    capability: tuple[int, int] | None = None
+    if cc is not None:
+        m = _CC.match(str(cc)) if isinstance(cc, (str, int, float)) and not isinstance(cc, bool) else None
+        if m is None or (isinstance(cc, float) and not math.isfinite(cc)):
+            raise MarkerError(f"@pytest.mark.gpu(compute_capability=...) must be like '8.0', not {cc!r}")
+        capability = (int(m.group(1)), int(m.group(2) or 0))
+    framework = kwargs.get("framework", "tensorflow")
+    if framework not in FRAMEWORKS:
+        raise MarkerError(f"@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not {framework!r}")
+    return Need(count, min_memory, capability, framework)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU as a test sees it (the ``gpus`` fixture)."""
+
+    #: TensorFlow's GPU:N in this test process (the CUDA ordinal for framework=None).
+    index: int
+    #: What ``tf.device`` takes: "/GPU:0".
+    device: str
+    name: str | None
+    #: Total memory, bytes.
+    memory: int | None
+    #: "9.0".
+    compute_capability: str | None
+    bus_id: str | None
+    #: The CUDA ordinal in the diagnosed process's environment (before a worker's CUDA_VISIBLE_DEVICES).
+    cuda_ordinal: int | None = None
+    #: How findings name it ("GPU-0", nvidia-smi's index), when NVML listed it.
+    subject: str | None = None
+    #: What keeps it from use: "id: summary", or None when it is usable.
+    blocked_by: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.blocked_by is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "device": self.device, "name": self.name, "memory": self.memory,
+            "compute_capability": self.compute_capability, "bus_id": self.bus_id, "usable": self.usable,
+            "blocked_by": self.blocked_by,
+        }
+
+    def describe(self) -> str:
+        bits = [self.name or "?"]
+        if self.memory is not None:
+            bits.append(f"{self.memory / 2**30:.0f} GiB")
+        if self.compute_capability is not None:
+            bits.append(f"cc {self.compute_capability}")
+        return f"GPU:{self.index} " + ", ".join(bits)
+
+
+def _cc(major: Any, minor: Any) -> str | None:
+    return f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None
+
+
+def machine_gpus(result: Result, framework: str | None = "tensorflow") -> tuple[Gpu, ...]:
+    """The GPUs of the diagnosed process: those TensorFlow registered (or the CUDA driver listed, for
+    framework=None), with what the CUDA driver and NVML say of each, and what blocks each, if anything."""
+    facts = result.facts
+    if facts is None:
+        return ()
+    cuda = facts.cuda.facts
+    by_ordinal = {d.ordinal: d for d in (cuda.devices if cuda is not None else ())}
+    rows = device_map(facts)
+    subject_of = {r.cuda_ordinal: f"GPU-{r.nvml_index}" for r in rows if r.cuda_ordinal is not None and r.nvml_index is not None}
+    layers = LAYERS[framework]
+    entries: list[tuple[int, int | None, dict[str, Any]]] = []
+    if framework == "tensorflow":
+        tf = facts_of(facts.framework)
+        if tf is None:
+            return ()
+        ordinal_of = {int(r.tensorflow.split(":")[1]): r.cuda_ordinal for r in rows if r.tensorflow}
+        for n, dev in enumerate(tf.gpus):
+            # TensorFlow numbers the GPUs it registers in CUDA ordinal order (gpucheck.rules.devicemap).
+            entries.append((n, ordinal_of.get(n, n if n in by_ordinal else None), dev.details))
+    else:
+        entries = [(d.ordinal, d.ordinal, {}) for d in by_ordinal.values()]
+    out = []
+    for n, ordinal, details in entries:
+        cuda_dev = by_ordinal.get(ordinal) if ordinal is not None else None
+        cc = details.get("compute_capability")
+        capability = (
+            _cc(cc[0], cc[1]) if isinstance(cc, (list, tuple)) and len(cc) == 2
+            else (_cc(cuda_dev.cc_major, cuda_dev.cc_minor) if cuda_dev is not None else None)
+        )
+        subject = subject_of.get(ordinal) if ordinal is not None else None
+        blocker = blocker_among(result.findings, layers, subject)
+        out.append(
+            Gpu(
+                index=n,
+                device=f"/GPU:{n}",
+                name=details.get("device_name") if isinstance(details.get("device_name"), str) else (
+                    cuda_dev.name if cuda_dev else None
+                ),
+                memory=cuda_dev.memory_total if cuda_dev is not None else None,
+                compute_capability=capability,
+                bus_id=cuda_dev.pci_bus_id if cuda_dev is not None else None,
+                cuda_ordinal=ordinal,
+                subject=subject,
+                blocked_by=f"{blocker.id}: {blocker.summary}" if blocker is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A diagnosis as the marker reads it: its result and the GPUs of each framework value (computed where
+    the facts are, handed to xdist workers as JSON by ``gpucheck.shared``)."""
+
+    result: Result
+    #: "tensorflow" and "none" (framework=None).
+    gpus: Mapping[str, tuple[Gpu, ...]]
+
+    @classmethod
+    def of(cls, result: Result) -> Machine:
+        """No "tensorflow" entry where TensorFlow was not diagnosed (--gpucheck-framework=none)."""
+        gpus = {"none": machine_gpus(result, None)}
+        if result.facts is not None and result.facts.framework is not None:
+            gpus["tensorflow"] = machine_gpus(result, "tensorflow")
+        return cls(result, gpus)
+
+    def gpus_for(self, framework: str | None) -> tuple[Gpu, ...]:
+        return self.gpus.get("tensorflow" if framework == "tensorflow" else "none", ())
+
+
+def for_worker(gpus: tuple[Gpu, ...], ordinals: tuple[int, ...] | None) -> tuple[Gpu, ...]:
+    """The GPUs a worker given ``ordinals`` (CUDA ordinals of the diagnosed process, in the order of its
+    CUDA_VISIBLE_DEVICES) sees, numbered as it numbers them; all of them when it was given none."""
+    if ordinals is None:
+        return gpus
+    by_ordinal = {g.cuda_ordinal: g for g in gpus if g.cuda_ordinal is not None}
+    mine = [by_ordinal[o] for o in ordinals if o in by_ordinal]
+    return tuple(
+        Gpu(n, f"/GPU:{n}", g.name, g.memory, g.compute_capability, g.bus_id, g.cuda_ordinal, g.subject, g.blocked_by)
+        for n, g in enumerate(mine)
+    )
+
+
+def _fits(gpu: Gpu, need: Need) -> bool:
+    if need.min_memory is not None and (gpu.memory is None or gpu.memory < memory_bytes(need.min_memory, gpu.memory)):
+        return False
+    if need.compute_capability is not None:
+        m = _CC.match(gpu.compute_capability or "")
+        if m is None or (int(m.group(1)), int(m.group(2) or 0)) < need.compute_capability:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one marked test: it runs on ``gpus``, or not, and why."""
+
+    runs: bool
+    reason: str
+    #: The finding behind a "no": the root cause of what the marker needs, when one is.
+    cause: Finding | None
+    gpus: tuple[Gpu, ...]
+
+
+def machine_blocker(result: Result, framework: str | None) -> Finding | None:
+    """What keeps every GPU from a marked test: the blocker of the lowest layer it needs, machine-wide."""
+    return blocker_among(result.findings, LAYERS[framework]) if result.complete else result.root_cause
+
+
+def answer(machine: Machine, need: Need, ordinals: tuple[int, ...] | None = None, per_worker: int | None = None) -> Answer:
+    """Whether a test that needs ``need`` runs here, on which GPUs, or why not (its reason leads with the
+    root cause's id and summary). ``ordinals``: the GPUs this xdist worker was given (``for_worker``)."""
+    result = machine.result
+    if need.framework == "tensorflow" and "tensorflow" not in machine.gpus and result.complete:
+        return Answer(
+            False,
+            "TensorFlow was not diagnosed (--gpucheck-framework=none): only tests marked gpu(framework=None) can be "
+            "answered in this run",
+            None,
+            (),
+        )
+    everyone = machine.gpus_for(need.framework)
+    gpus = for_worker(everyone, ordinals)
+    usable = [g for g in gpus if g.usable]
+    fitting = [g for g in usable if _fits(g, need)]
+    if len(fitting) >= need.count:
+        return Answer(True, "", None, tuple(fitting[: need.count]))
+    blocker = machine_blocker(result, need.framework)
+    if not usable:
+        if blocker is None and gpus:
+            blocked = next(g for g in gpus if g.blocked_by is not None)
+            return Answer(False, f"no usable GPU — {blocked.blocked_by}", None, ())
+        if blocker is None:
+            seen = "TensorFlow registered no GPU" if need.framework == "tensorflow" else "the CUDA driver lists no GPU"
+            if ordinals is not None and everyone:
+                seen = f"this xdist worker was given none of the {len(everyone)} GPU(s) (--gpucheck-gpus-per-worker)"
+            return Answer(False, f"no usable GPU — {seen}", None, ())
+        return Answer(False, f"no usable GPU — {blocker.id}: {blocker.summary}", blocker, ())
+    have = "; ".join(g.describe() + ("" if _fits(g, need) else " (too small)") for g in usable)
+    where = f"this xdist worker has {len(gpus)} (--gpucheck-gpus-per-worker {per_worker})" if ordinals is not None else (
+        f"this machine has {len(fitting)} that fit"
+    )
+    reason = f"needs {need.describe()}; {where}: {have}"
+    others = [g for g in gpus if g.blocked_by is not None]
+    if others:
+        reason += "; blocked: " + "; ".join(f"GPU:{g.index} by {g.blocked_by}" for g in others)
+    return Answer(False, reason, None, ())

@@ -1,0 +1,408 @@
+"""Issue 27 points 1-3: gpucheck inside a project's own test suite. The sample project (tests/sampleproject: plain
+tests beside tests marked ``@pytest.mark.gpu``) run through the real ``pytest`` command line, on this host's
+driverless view and on fake machines, and the pure parts (the marker's arguments, the GPUs given to each
+worker, the document the workers read) in-process.
+
+The machines, each modelled on a real one (their sources are in the scenario files):
+
+- this repository's build host: no NVIDIA device (tests/test_plugin.py ``DRIVERLESS_HOST``);
+- a healthy H100 80GB (tests/scenarios/cuda/h100-80gb-healthy.json, ../shared/machines/h100-80gb-driver-580);
+- a Tesla T4 with the CUDA 12 runtime and no cuDNN (tests/scenarios/cuda/cudnn-missing.json,
+  JdeRobot/BehaviorMetrics#385, tensorflow/tensorflow#45200);
+- a node with two A100-SXM4-40GB whose job script sets CUDA_VISIBLE_DEVICES=1,0
+  (tests/scenarios/cuda/cuda-visible-devices-reorders-registered-gpus.json).
+
+Each command line below is also shown, as is, in docs/own-suites.md (``test_every_command_of_the_page_is_run``).
+The real command-line runs are few (each starts the real TensorFlow in a probe child): the host's covers
+``pytest --gpucheck -n 2`` and the marker's skip together; the two-GPU machine's xdist run diagnoses without
+TensorFlow (``--gpucheck-framework=none``, its marked test asks the driver only).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucheck import marker, shared
+from gpucheck.diagnosis import Result, incomplete
+from gpucheck.marker import Gpu, Machine, MarkerError, Need, parse_need
+from gpucheck.model import Severity, finding
+
+HERE = Path(__file__).resolve().parent
+SAMPLE = HERE / "sampleproject"
+SCENARIOS = HERE / "scenarios"
+PAGE = HERE.parent / "docs" / "own-suites.md"
+
+#: The command lines these tests run in the sample project, as docs/own-suites.md shows them.
+COMMANDS = {
+    "host": "pytest --gpucheck -n 2 --gpucheck-json=gpucheck-report.json -rs tests",
+    "plain": "pytest -rs --junitxml=junit.xml",
+    "memory": "pytest --gpucheck-worker-memory=2GiB -rs",
+    "per-worker": "pytest -n 2 --gpucheck-gpus-per-worker=1 --gpucheck-framework=none --gpucheck-json=gpucheck-report.json -rs tests/test_worker_view.py",
+    "two-gpus": "pytest -rs tests/test_model.py::test_data_parallel_step",
+    "unmarked": 'pytest -m "not gpu"',
+}
+MiB = 1 << 20
+
+
+def scenario(name: str, **changes: Any) -> dict[str, Any]:
+    data = json.loads((SCENARIOS / name).read_text())
+    assert isinstance(data, dict)
+    data.update(changes)
+    return data
+
+
+DRIVERLESS_HOST: dict[str, Any] = {
+    "_source": "this repository's build host (no GPU, no NVIDIA driver): tests/logs/README.md",
+    "host": {"pci": [{"bus_id": "0000:00:02.0", "vendor": "0x1234", "device": "0x1111", "class": "0x030000"}]},
+    "libraries": [],
+}
+
+
+@dataclass
+class SampleRun:
+    result: pytest.RunResult
+    path: Path
+
+    @property
+    def out(self) -> str:
+        return str(self.result.stdout.str())
+
+    def records(self, name: str) -> list[dict[str, Any]]:
+        """What the marked tests called ``name`` saw, one per process that ran one."""
+        return [json.loads(p.read_text()) for p in sorted((self.path / "records").glob(f"{name}-*.json"))]
+
+    def cuinit_lines(self) -> list[str]:
+        log = self.path / "cuinit.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def diagnoses(self) -> int:
+        """How many diagnoses ran: each runs the CUDA driver probe in a child once, which calls cuInit once
+        (the fake libcuda logs every cuInit with the process's command line)."""
+        return sum("probe_cuda_driver" in line for line in self.cuinit_lines())
+
+    def report(self) -> dict[str, Any]:
+        data = json.loads((self.path / "gpucheck-report.json").read_text())
+        assert isinstance(data, dict)
+        return data
+
+
+@pytest.fixture
+def sample(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], SampleRun]]:
+    """The sample project copied into pytester's folder; ``run(key)`` runs ``COMMANDS[key]`` there."""
+    for item in SAMPLE.iterdir():
+        target = pytester.path / item.name
+        if item.is_dir():
+            shutil.copytree(item, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(item, target)
+    (pytester.path / "records").mkdir()
+    monkeypatch.setenv("SAMPLE_RECORD", str(pytester.path / "records"))
+    monkeypatch.setenv("GPUCHECK_FAKE_CUINIT_LOG", str(pytester.path / "cuinit.log"))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+
+    def run(key: str) -> SampleRun:
+        argv = shlex.split(COMMANDS[key])
+        assert argv[0] == "pytest"
+        return SampleRun(pytester.runpytest_subprocess(*argv[1:], timeout=300), pytester.path)
+
+    yield run
+
+
+# --- the command line, on machines ---------------------------------------------------------------------------
+
+
+def test_host_gpucheck_under_xdist_and_require_fails_the_marked_tests(
+    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI job of docs/own-suites.md on this host: ``GPUCHECK_REQUIRE=1`` in the environment, ``pytest
+    --gpucheck -n 2`` (it was refused) with the project's tests. The controller diagnoses once, the workers run
+    gpucheck's checks and the project's tests, the report is written once with every check's outcome; the
+    marked tests fail with the root cause and its remedy (their bodies never run), the plain tests pass."""
+    fake_machine(DRIVERLESS_HOST)
+    monkeypatch.setenv("GPUCHECK_REQUIRE", "1")
+    run = sample("host")
+    out = run.out
+    assert run.result.ret == 1, out
+    assert "2 workers" in out, out
+    run.result.stdout.fnmatch_lines(
+        ["*--gpucheck-require: this machine cannot run this test: no usable GPU — no-nvidia-gpu: No NVIDIA GPU*", "*remedy:*"]
+    )
+    # The FAILURES section: one title per failed test; the seven marked ones fail with the cause.
+    titles = re.findall(r"^_{3,} (\S+) _{3,}$", out, flags=re.M)
+    marked = ["test_matmul_on_the_gpu", "test_data_parallel_step", "test_driver_lists_the_gpu"]
+    marked += [f"test_this_worker_has_a_gpu[{i}]" for i in range(4)]
+    assert sorted(t for t in titles if "nvidia" not in t) == sorted(marked), titles
+    assert out.count("--gpucheck-require: this machine cannot run this test") == 7
+    assert run.records("matmul") == [] and run.records("worker_view") == []
+    [unmarked] = run.records("unmarked")
+    assert unmarked["worker"] in ("gw0", "gw1")
+    report = run.report()
+    assert report["root_cause"]["id"] == "no-nvidia-gpu" and report["complete"] is True
+    assert report["settings"]["require"] == {"value": True, "source": "environment variable GPUCHECK_REQUIRE"}
+    # Every check of gpucheck's own suite, run by the workers, is in the controller's one report.
+    checks = {c["nodeid"].split("::")[-1]: c["outcome"] for c in report["checks"]}
+    assert len(checks) >= 30 and checks["test_nvidia_gpu_on_pci_bus"] == "failed", checks
+    assert set(checks.values()) <= {"passed", "failed", "skipped"}
+    assert report["facts"]["hardware"]["readable"] is True  # the controller's facts, in full
+
+
+def test_cudnn_missing_skips_the_marked_tests_with_the_cause(
+    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]
+) -> None:
+    """By default the marked tests this machine cannot run are skipped, the reason leading with the root cause;
+    the tests that ask the driver only (framework=None) run: the driver sees the T4."""
+    fake_machine(scenario("cuda/cudnn-missing.json"))
+    run = sample("plain")
+    out = run.out
+    assert run.result.ret == 0, out
+    run.result.assert_outcomes(passed=7, skipped=2)
+    run.result.stdout.fnmatch_lines(
+        ["*SKIPPED*test_model.py:*: no usable GPU — cudnn-missing: cuDNN (libcudnn.so.9) does not load: libcudnn.so.9 is not found.*"]
+    )
+    run.result.stdout.fnmatch_lines(["*tests marked gpu*", "7 marked test(s): 5 passed, 2 skipped", "root cause: cudnn-missing*", "*remedy:*"])
+    assert run.records("matmul") == [] and len(run.records("driver_level")) == 1
+    assert run.diagnoses() == 1
+    # JUnit: the root cause and its remedy on each skipped marked test case.
+    cases = {c.get("name"): c for c in ET.parse(run.path / "junit.xml").getroot().iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_matmul_on_the_gpu"].iter("property")}
+    assert props["gpucheck.root_cause"] == "cudnn-missing" and "nvidia-cudnn-cu12" in (props["gpucheck.remedy"] or "")
+    assert cases["test_matmul_on_the_gpu"].find("skipped") is not None
+
+
+def test_healthy_h100_runs_the_marked_tests_and_bounds_the_worker_memory(
+    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]
+) -> None:
+    """On the healthy H100 the marked tests run on its GPU (TensorFlow places the matmul there), the one that
+    asks for two GPUs is skipped saying what the machine has; --gpucheck-worker-memory reaches the worker's
+    TensorFlow as the memory_limit of its GPU."""
+    fake_machine(scenario("cuda/h100-80gb-healthy.json"))
+    run = sample("memory")
+    run.result.assert_outcomes(passed=8, skipped=1)
+    run.result.stdout.fnmatch_lines(["*SKIPPED*test_model.py*needs 2 GPU(s) with at least 8GiB*this machine has 1 that fit*H100*"])
+    [matmul] = run.records("matmul")
+    assert matmul["device"] == "/GPU:0" and matmul["ran_on"].endswith("GPU:0"), matmul
+    [gpu] = matmul["gpus"]
+    assert gpu["name"] == "NVIDIA H100 80GB HBM3" and gpu["compute_capability"] == "9.0" and gpu["usable"], gpu
+    assert gpu["memory"] > 79 * 2**30 and gpu["bus_id"], gpu
+    # TensorFlow took the bound it was given (2 GiB), not the ~78 GiB it takes unbounded.
+    assert matmul["memory_limits"] == [2048 * MiB], matmul
+    [driver] = run.records("driver_level")
+    assert driver["verdict"] == "not-accelerated"  # the fakes run no kernel: numerics says so, in the summary
+    run.result.stdout.fnmatch_lines(["*the marked tests that ran, ran on a machine whose verdict is not-accelerated*"])
+    assert run.diagnoses() == 1
+
+
+def test_two_gpus_one_per_worker_and_one_diagnosis(
+    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]
+) -> None:
+    """``-n 2 --gpucheck-gpus-per-worker=1`` on the two-GPU node: each worker is started with one GPU of its
+    own, a different one (the driver in each lists only it), the diagnosis runs once for the run (counted by
+    the fake driver's cuInit log: one CUDA driver probe child), with every GPU of the run in view."""
+    fake_machine(scenario("cuda/cuda-visible-devices-reorders-registered-gpus.json"))
+    run = sample("per-worker")
+    out = run.out
+    assert run.result.ret == 0, out
+    run.result.assert_outcomes(passed=4)
+    views = run.records("worker_view")
+    assert {v["worker"] for v in views} == {"gw0", "gw1"}, views
+    by_worker = {v["worker"]: v for v in views}
+    # The node's CUDA_VISIBLE_DEVICES=1,0 shared out in its order: gw0 the first entry, gw1 the second.
+    assert by_worker["gw0"]["cuda_visible_devices"] == "1" and by_worker["gw1"]["cuda_visible_devices"] == "0"
+    seen = {w: v["driver"] for w, v in by_worker.items()}
+    assert all(len(ids) == 1 for ids in seen.values()) and seen["gw0"] != seen["gw1"], seen
+    # The gpus fixture agrees with the driver of each worker.
+    for v in views:
+        [gpu] = v["gpus"]
+        assert gpu["device"] == "/GPU:0" and gpu["bus_id"].lower() == v["driver"][0].lower(), v
+    assert run.diagnoses() == 1, run.cuinit_lines()
+    [probe] = [line for line in run.cuinit_lines() if "probe_cuda_driver" in line]
+    assert probe.split()[1] == "1,0", probe  # the diagnosis saw the node's own CUDA_VISIBLE_DEVICES
+    report = run.report()
+    assert report["facts"]["cuda"]["facts"]["device_count"] == 2
+    run.result.stdout.fnmatch_lines(["*gpus per worker: gw0: CUDA_VISIBLE_DEVICES=1*", "*gw1: CUDA_VISIBLE_DEVICES=0*"])
+
+
+def test_two_gpus_run_the_test_that_asks_for_two(
+    fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]
+) -> None:
+    """The test that asks for two GPUs with 8 GiB each runs on the node's two A100 40GB, in TensorFlow's order."""
+    fake_machine(scenario("cuda/cuda-visible-devices-reorders-registered-gpus.json"))
+    run = sample("two-gpus")
+    run.result.assert_outcomes(passed=1)
+    [two] = run.records("two_gpus")
+    assert [g["device"] for g in two["gpus"]] == ["/GPU:0", "/GPU:1"]
+    assert {g["name"] for g in two["gpus"]} == {"NVIDIA A100-SXM4-40GB"}
+    # TensorFlow's GPU:0 is the node's CUDA ordinal 0, which CUDA_VISIBLE_DEVICES=1,0 makes nvidia-smi's GPU 1.
+    assert two["gpus"][0]["bus_id"].upper().endswith("D8:00.0"), two
+
+
+def test_unmarked_suite_starts_nothing(fake_machine: Callable[[dict[str, Any]], Path], sample: Callable[[str], SampleRun]) -> None:
+    """With the marked tests deselected, no diagnosis starts and nothing of gpucheck but its plugin is loaded."""
+    fake_machine(scenario("cuda/h100-80gb-healthy.json"))
+    run = sample("unmarked")
+    run.result.assert_outcomes(passed=2, deselected=7)
+    [unmarked] = run.records("unmarked")
+    assert set(unmarked["gpucheck_modules"]) <= {
+        "gpucheck", "gpucheck.plugin", "gpucheck.suite", "gpucheck.options", "gpucheck.settings", "gpucheck.reportfile"
+    }, unmarked
+    assert run.cuinit_lines() == [] and "tests marked gpu" not in run.out
+
+
+def test_every_command_of_the_page_is_run() -> None:
+    """docs/own-suites.md shows only command lines these tests run: its ```console blocks (lines after "$ ") and
+    the pytest lines of its CI jobs (```yaml blocks)."""
+    text = PAGE.read_text()
+    blocks = re.findall(r"```console\n(.*?)```", text, flags=re.S)
+    shown = [line[2:].strip() for block in blocks for line in block.splitlines() if line.startswith("$ ")]
+    for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            m = re.match(r"^\s*(?:-\s+)?(?:run:\s+)?(pytest\b.*)$", line)
+            if m:
+                shown.append(m.group(1).strip())
+    assert shown, "the page shows no command"
+    assert set(shown) <= set(COMMANDS.values()), set(shown) - set(COMMANDS.values())
+    # And every one of them is run by a test above.
+    source = Path(__file__).read_text()
+    for key, command in COMMANDS.items():
+        if command in shown:
+            assert f'sample("{key}")' in source, key
+
+
+# --- in-process: the pure parts ----------------------------------------------------------------------------
+
+
+def test_marker_arguments() -> None:
+    assert parse_need((), {}) == Need()
+    assert parse_need((2,), {"min_memory": "8GiB", "compute_capability": "8.0"}) == Need(2, "8GiB", (8, 0))
+    assert parse_need((), {"framework": None, "min_memory": 8 * 2**30}).min_memory == str(8 * 2**30)
+    for args, kwargs, words in [
+        ((0,), {}, "at least 1"),
+        ((True,), {}, "whole number"),
+        ((), {"min_memory": "10%"}, "absolute amount"),
+        ((), {"min_memory": "lots"}, "amount of memory"),
+        ((), {"compute_capability": "sm_80"}, "like '8.0'"),
+        ((), {"framework": "torch"}, "'tensorflow' or None"),
+        ((), {"gpus": 2}, "not gpus"),
+        ((1, 2), {}, "at most one positional"),
+    ]:
+        with pytest.raises(MarkerError, match=re.escape(words)):
+            parse_need(args, kwargs)
+
+
+def _machine(gpus: tuple[Gpu, ...], findings: tuple[Any, ...] = ()) -> Machine:
+    rc = next((f for f in findings if f.severity is Severity.BLOCKER), None)
+    result = Result(None, {}, findings, rc, "not-accelerated" if rc else "accelerated", (), True)
+    return Machine(result, {"tensorflow": gpus, "none": gpus})
+
+
+A100 = Gpu(0, "/GPU:0", "NVIDIA A100-SXM4-40GB", 40 * 2**30, "8.0", "00000000:D8:00.0", 0, "GPU-1")
+T4 = Gpu(1, "/GPU:1", "Tesla T4", 15 * 2**30, "7.5", "00000000:3B:00.0", 1, "GPU-0")
+
+
+def test_marker_judges_count_memory_and_capability() -> None:
+    machine = _machine((A100, T4))
+    assert marker.answer(machine, Need(2)).runs
+    assert not marker.answer(machine, Need(2, "16GiB")).runs
+    only = marker.answer(machine, Need(1, "16GiB"))
+    assert only.runs and only.gpus == (A100,)
+    cc = marker.answer(machine, Need(2, None, (8, 0)))
+    assert not cc.runs and "compute capability 8.0" in cc.reason and "GPU:1 Tesla T4, 15 GiB, cc 7.5 (too small)" in cc.reason
+    # A worker given the T4 alone (CUDA ordinal 1) sees it as its GPU:0.
+    worker = marker.answer(machine, Need(1), ordinals=(1,), per_worker=1)
+    assert worker.runs and worker.gpus[0].device == "/GPU:0" and worker.gpus[0].name == "Tesla T4"
+    assert "this xdist worker has 1" in marker.answer(machine, Need(2), ordinals=(1,), per_worker=1).reason
+
+
+def test_a_machine_wide_blocker_leads_the_reason() -> None:
+    lost = finding("cudnn-missing", Severity.BLOCKER, summary="cuDNN 9 not found.", cause="c", remedy="r")
+    no = marker.answer(_machine((), (lost,)), Need())
+    assert not no.runs and no.cause is lost and no.reason == "no usable GPU — cudnn-missing: cuDNN 9 not found."
+    none = marker.answer(_machine(()), Need())
+    assert none.reason == "no usable GPU — TensorFlow registered no GPU"
+    # --gpucheck-framework=none: TensorFlow not asked, and the reason says so rather than "no GPU".
+    driver_only = Machine(_machine((A100,)).result, {"none": (A100,)})
+    assert marker.answer(driver_only, Need(framework=None)).runs
+    assert "TensorFlow was not diagnosed (--gpucheck-framework=none)" in marker.answer(driver_only, Need()).reason
+
+
+def test_the_document_the_workers_read_round_trips(tmp_path: Path) -> None:
+    """What one process diagnosed, read back by another: the same decisions, the root cause the same finding."""
+    lost = finding("gpu-lost", Severity.BLOCKER, summary="GPU 0 fell off the bus.", cause="c", remedy="r", subject="GPU-1")
+    note = finding("device-order-differs", Severity.INFO, summary="s", cause="c", remedy="r")
+    machine = _machine((Gpu(**{**A100.__dict__, "blocked_by": "gpu-lost: GPU 0 fell off the bus."}), T4), (note, lost))
+    run = shared.SharedRun(tmp_path)
+    run.publish(machine, "gw0")
+    back = run.read()
+    assert back is not None and run.producer() == "gw0"
+    assert back.result.root_cause is back.result.findings[1] and back.result.root_cause.id == "gpu-lost"
+    assert back.gpus == machine.gpus
+    need = Need(1, "16GiB")
+    assert marker.answer(back, need) == marker.answer(machine, need)
+    (tmp_path / "facts.json").write_text(json.dumps({"schema": "gpucheck-shared/1", "findings": 3}))
+    with pytest.raises(shared.SharedError, match="cannot be read"):
+        run.read()
+
+
+def test_one_process_diagnoses_under_the_lock(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def diagnose() -> Result:
+        calls.append("ran")
+        return incomplete(["cuda"], ["tensorflow"], {})
+
+    run = shared.SharedRun(tmp_path)
+    first = run.once(diagnose, "gw0", timeout=5)
+    second = run.once(diagnose, "gw1", timeout=5)
+    assert calls == ["ran"] and run.producer() == "gw0"
+    assert first.result.root_cause is not None and second.result.root_cause is not None
+    assert second.result.root_cause.id == "diagnosis-incomplete" and second.result.complete is False
+
+
+def test_gpus_shared_out_to_workers() -> None:
+    plan = shared.assign_gpus(None, 4, 2, 2)
+    assert plan.visible == ("0,1", "2,3") and plan.ordinals == ((0, 1), (2, 3)) and not plan.shared
+    reorder = shared.assign_gpus(["1", "0"], 2, 2, 1)
+    assert reorder.visible == ("1", "0") and reorder.ordinals == ((0,), (1,))
+    few = shared.assign_gpus(None, 1, 3, 1)
+    assert few.visible == ("0", "0", "0") and few.shared
+    assert shared.assign_gpus(None, 0, 2, 1).available == 0
+    assert shared.visible_entries({"CUDA_VISIBLE_DEVICES": "2,,3"}) == ["2"]
+    assert shared.visible_entries({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    assert shared.visible_entries({}) is None
+    env = {
+        "CUDA_VISIBLE_DEVICES": "0", shared.WORKER_GPUS_ENV: "1", shared.PARENT_VISIBLE_ENV: shared.UNSET,
+        "HOME": "/h",
+    }
+    assert shared.parent_environment(env) == {"HOME": "/h"}
+    assert shared.parent_environment({**env, shared.PARENT_VISIBLE_ENV: "3,1"})["CUDA_VISIBLE_DEVICES"] == "3,1"
+    assert shared.worker_ordinals(env) == (1,) and shared.worker_ordinals({}) is None
+
+
+def test_the_suite_side_names_what_shared_reads() -> None:
+    from gpucheck import suite
+
+    assert (suite.WORKERINPUT_KEY, suite.PRODUCER_KEY) == (shared.WORKERINPUT_KEY, shared.PRODUCER_KEY)
+    assert shared.SharedRun(Path("/x")).facts_file.name == "facts.json"
+
+
+def test_marker_is_registered_without_gpucheck(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["@pytest.mark.gpu(count=1, min_memory=None, compute_capability=None, framework='tensorflow')*"])
+
+
+def test_a_wrong_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="import pytest\n\n@pytest.mark.gpu(count=0)\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_x.py::test_x: @pytest.mark.gpu(count=...) must be a whole number of GPUs of at least 1, not 0*"])

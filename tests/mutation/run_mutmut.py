@@ -30,6 +30,8 @@ MODULES = ("gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/conf
 #: Mutants of session.py outside ``exit_status`` are not contract code (the pytest session's plumbing).
 ONLY_FUNCTIONS = {"gpucheck/session.py": ("exit_status",)}
 TESTS = (
+    "tests/test_blocking_contracts.py",
+    "tests/test_cluster_config_contracts.py",
     "tests/test_contracts.py",
     "tests/test_cluster_config.py",
     "tests/test_visibility_and_host.py::test_independent_of_root_cause",

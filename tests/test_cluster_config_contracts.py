@@ -128,11 +128,18 @@ def test_the_full_form_of_ipv6_loopback_is_loopback() -> None:
 
 
 def test_a_tf_config_no_process_can_be_started_with() -> None:
-    """Linux's MAX_ARG_STRLEN bounds one environment string; over it, execve fails with E2BIG."""
-    filler = "x" * (MAX_ENV_STRING - len("TF_CONFIG=") - len('{"a": ""}') + 1)
-    text = json.dumps({"a": filler})
-    (p,) = read_config(None, {"TF_CONFIG": text}).problems
+    """Linux's MAX_ARG_STRLEN (131,072) bounds one environment string with its closing NUL: on this machine
+    ``subprocess.run(["/bin/true"], env={"TF_CONFIG": v})`` starts with ``TF_CONFIG=v`` of 131,071 bytes and fails
+    with E2BIG at 131,072 (found by this test: that length was taken as fine, and every child failed)."""
+
+    def of_size(size: int) -> str:
+        return json.dumps({"a": "x" * (size - len("TF_CONFIG=") - len('{"a": ""}'))})
+
+    (p,) = read_config(None, {"TF_CONFIG": of_size(MAX_ENV_STRING)}).problems
     assert p.key == "TF_CONFIG" and "MAX_ARG_STRLEN" in p.problem and p.kind == "fatal"
+    assert f"is {MAX_ENV_STRING:,} bytes" in p.problem
+    shorter = read_config(None, {"TF_CONFIG": of_size(MAX_ENV_STRING - 1)}).problems
+    assert shorter and not any("MAX_ARG_STRLEN" in p.problem for p in shorter)  # what is left: no cluster, no task
 
 
 # --- which cluster, from the option and the environment ----------------------------------------------------

@@ -308,3 +308,19 @@ def test_tasks_per_node_as_tensorflow_expands_them() -> None:
         expand_tasks_per_node(f"1(x{MAX_HOSTS}),1")
     with pytest.raises(ValueError, match="invalid part '2x'"):
         expand_tasks_per_node("1,2x")
+
+
+def test_a_rank_slurm_runs_elsewhere_names_both_orders() -> None:
+    """SlurmClusterResolver orders the nodes as strings (n10, n11, n12, n8, n9), Slurm by its list (n8, n9, ...):
+    rank 0 runs on n8 and is given n10's address. The problem shows the first four of each order."""
+    env = slurm(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="5", SLURM_STEP_NODELIST="n[8-12]", SLURM_STEP_TASKS_PER_NODE="1(x5)",
+                SLURMD_NODENAME="n8")
+    (p,) = read_config("slurm", env).problems
+    assert (p.key, p.value) == ("SLURM_STEP_NODELIST", "n[8-12]")
+    assert "gives rank 0 the address n10:8888, but Slurm runs it on n8" in p.problem
+    assert "it orders the nodes by name as strings (n10, n11, n12, n8 …), Slurm by its node list (n8, n9, n10, n11)" in p.problem
+    # Four nodes or fewer: no ellipsis; a node the counts leave out (n11) takes no place in Slurm's order either.
+    env = slurm(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="2", SLURM_STEP_NODELIST="n[9-11]", SLURM_STEP_TASKS_PER_NODE="1(x2)",
+                SLURMD_NODENAME="n9")
+    wrong = [p for p in read_config("slurm", env).problems if p.key == "SLURM_STEP_NODELIST"]
+    assert len(wrong) == 1 and "as strings (n10, n9), Slurm by its node list (n9, n10), so" in wrong[0].problem

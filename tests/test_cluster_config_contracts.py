@@ -11,6 +11,7 @@ https://www.tensorflow.org/tutorials/distribute/parameter_server_training). Slur
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -23,6 +24,7 @@ from gpucheck.cluster.config import (
     local_counts,
     own_address,
     read_config,
+    split_address,
     tf_config_for,
 )
 from gpucheck.cluster.facts import ClusterConfigFacts, ClusterJob, ConfigProblem
@@ -284,7 +286,7 @@ def test_host_lists_as_tensorflow_expands_them() -> None:
     assert expand_hostlist("") == []
     for bad, why in (("n[1-[2]]", "a '[' inside a range"), ("n1,,n2", "an empty host name"),
                      ("n[1-2-3]", "invalid range '1-2-3'"), ("n[a-b]", "invalid range 'a-b'"), ("n]1", "invalid part 'n]1'")):
-        with pytest.raises(ValueError, match=__import__("re").escape(why)):
+        with pytest.raises(ValueError, match=f"^{re.escape(why)}$"):
             expand_hostlist(bad)
 
 
@@ -324,3 +326,21 @@ def test_a_rank_slurm_runs_elsewhere_names_both_orders() -> None:
                 SLURMD_NODENAME="n9")
     wrong = [p for p in read_config("slurm", env).problems if p.key == "SLURM_STEP_NODELIST"]
     assert len(wrong) == 1 and "as strings (n10, n9), Slurm by its node list (n9, n10), so" in wrong[0].problem
+
+
+def test_addresses_are_host_colon_port_with_ipv6_in_brackets() -> None:
+    """A task address is ``host:port`` (gRPC's form; an IPv6 host in brackets), the port 1 to 65535; what is not
+    is named with the reason, which says how to write it."""
+    assert split_address("worker0:2222") == ("worker0", 2222)
+    assert split_address("[::1]:2222") == ("::1", 2222)
+    assert split_address("[fe80::1]:65535") == ("fe80::1", 65535)
+    assert split_address("10.0.0.1:1") == ("10.0.0.1", 1)
+    ipv6 = "an IPv6 address must be written [address]:port"
+    for bad, why in (
+        ("fe80::1:2222", ipv6), ("[::1]2222", ipv6), ("[::1", ipv6), ("[::1]]:2222", ipv6),
+        ("10.0.0.1", "it has no port (host:port)"), (":2222", "it has no host"),
+        ("10.0.0.1:65536", "the port 65536 is out of range (1 to 65535)"),
+        ("10.0.0.1:0", "the port 0 is out of range (1 to 65535)"),
+        ("a..b:1", "'a..b' is not a valid host name"),
+    ):
+        assert split_address(bad) == why, bad

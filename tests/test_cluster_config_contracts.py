@@ -344,3 +344,35 @@ def test_addresses_are_host_colon_port_with_ipv6_in_brackets() -> None:
         ("a..b:1", "'a..b' is not a valid host name"),
     ):
         assert split_address(bad) == why, bad
+
+
+def _task0(cluster: object) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+
+
+@pytest.mark.parametrize(
+    ("cluster", "problem"),
+    [
+        (["a:1"], ("TF_CONFIG cluster", '["a:1"]', "'cluster' must map job names to lists of host:port addresses", "fatal")),
+        ({}, ("TF_CONFIG cluster", "{}", "'cluster' is empty: TensorFlow runs every process as a single machine", "silent")),
+        ({"worker": {"a": "w:1"}, "ps": ["p:1"]}, ("TF_CONFIG cluster.worker", '{"a": "w:1"}',
+                                                  "the tasks of job 'worker' are keyed by something other than task indices", "fatal")),
+        ({"worker": {"0": "a:1", "2": "b:1"}, "ps": ["p:1"]}, (
+            "TF_CONFIG cluster.worker", '{"0": "a:1", "2": "b:1"}',
+            "the task indices of job 'worker' are [0, 2], not 0 to 1: the strategies count tasks, so an index is missing",
+            "fatal")),
+        ({"worker": "a:1", "ps": ["p:1"]}, ("TF_CONFIG cluster.worker", "a:1",
+                                           "the tasks for job 'worker' must be a list of host:port addresses", "fatal")),
+        ({"worker": [], "ps": ["p:1"]}, ("TF_CONFIG cluster.worker", "[]", "job 'worker' has no task", "fatal")),
+        ({"worker": ["a:1", 2222], "ps": ["p:1"]}, ("TF_CONFIG cluster.worker[1]", "2222",
+                                                   'a task address must be a "host:port" string, not int', "fatal")),
+    ],
+)
+def test_a_cluster_tensorflow_cannot_take_is_named_job_by_job(cluster: object, problem: tuple[str, str, str, str]) -> None:
+    """``ClusterSpec(tf_config["cluster"])`` takes a dict of jobs, each a list of addresses or a dict from task
+    index to address: what it cannot take is named with the job, the value and why; the other jobs are still
+    read (the ps job after a bad worker job)."""
+    config = read_config(None, {"TF_CONFIG": _task0(cluster)})
+    assert next((p.key, p.value, p.problem, p.kind) for p in config.problems) == problem
+    if isinstance(cluster, dict) and "ps" in cluster:
+        assert ClusterJob("ps", ("p:1",)) in config.jobs

@@ -376,3 +376,31 @@ def test_a_cluster_tensorflow_cannot_take_is_named_job_by_job(cluster: object, p
     assert next((p.key, p.value, p.problem, p.kind) for p in config.problems) == problem
     if isinstance(cluster, dict) and "ps" in cluster:
         assert ClusterJob("ps", ("p:1",)) in config.jobs
+
+
+@pytest.mark.parametrize(
+    ("task", "problem"),
+    [
+        (None, ("TF_CONFIG task", None, "there is no 'task': this process does not know which task of the cluster it is",
+                "silent")),
+        ([1], ("TF_CONFIG task", "[1]", "'task' must be an object with 'type' and 'index'", "fatal")),
+        ({"index": 0}, ("TF_CONFIG task.type", None, "'task' has no 'type' (chief, worker, ps or evaluator)", "fatal")),
+        ({"type": "worker"}, ("TF_CONFIG task.index", None,
+                              "'task' has no 'index': TensorFlow then has no task id for this process", "fatal")),
+        ({"type": "worker", "index": "one"}, ("TF_CONFIG task.index", "one",
+                                              "'task.index' is not a number: TensorFlow's int() fails on it", "fatal")),
+        ({"type": "worker", "index": 1.5}, ("TF_CONFIG task.index", "1.5",
+                                            "'task.index' is 1.5, which TensorFlow truncates to 1", "silent")),
+        ({"type": "worker", "index": -1}, ("TF_CONFIG task.index", "-1", "'task.index' is negative", "fatal")),
+        ({"type": "worker", "index": 2}, ("TF_CONFIG task.index", "2",
+                                          "task.index 2 is out of range: job 'worker' has 2 tasks (indices 0 to 1)", "fatal")),
+    ],
+)
+def test_a_task_tensorflow_cannot_take_is_named(task: object, problem: tuple[str, str | None, str, str]) -> None:
+    """TFConfigClusterResolver takes ``str(task["type"])`` and ``int(task["index"])``; _validate_cluster_spec wants
+    the index below its job's task count. What it cannot take is named with the value and why."""
+    doc: dict[str, object] = {"cluster": {"worker": ["w0:2222", "w1:2222"]}}
+    if task is not None:
+        doc["task"] = task
+    config = read_config(None, {"TF_CONFIG": json.dumps(doc)})
+    assert [(p.key, p.value, p.problem, p.kind) for p in config.problems] == [problem]

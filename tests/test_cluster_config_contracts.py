@@ -404,3 +404,49 @@ def test_a_task_tensorflow_cannot_take_is_named(task: object, problem: tuple[str
         doc["task"] = task
     config = read_config(None, {"TF_CONFIG": json.dumps(doc)})
     assert [(p.key, p.value, p.problem, p.kind) for p in config.problems] == [problem]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "task", "problem"),
+    [
+        ({"worker": ["w:1"], "trainer": ["t:1"]}, ("worker", 0), (
+            "TF_CONFIG cluster.trainer", "trainer",
+            "job 'trainer' is not a task type TensorFlow's strategies know (chief, worker, ps, evaluator)", "fatal")),
+        ({"chief": ["c0:1", "c1:1"], "worker": ["w:1"]}, ("worker", 0), (
+            "TF_CONFIG cluster.chief", "2", "there must be at most one chief task, not 2", "fatal")),
+        ({"evaluator": ["e0:1", "e1:1"], "worker": ["w:1"]}, ("worker", 0), (
+            "TF_CONFIG cluster.evaluator", "2", "there must be at most one evaluator task, not 2", "fatal")),
+        ({"worker": ["w:1"]}, ("master", 0), (
+            "TF_CONFIG task.type", "master", "'task.type' must be one of chief, worker, ps, evaluator", "fatal")),
+        ({"worker": ["w:1"], "ps": ["p:1"]}, ("chief", 0), (
+            "TF_CONFIG task.type", "chief", "the cluster has no 'chief' job (it has worker, ps)", "fatal")),
+        ({"chief": ["c:1"], "worker": ["w:1"]}, ("chief", 1), (
+            "TF_CONFIG task.index", "1", "task.index 1 is out of range: job 'chief' has 1 task (indices 0 to 0)", "fatal")),
+        ({"chief": ["c:1"], "ps": ["p:1"]}, ("ps", 0), (
+            "TF_CONFIG cluster", None,
+            "a ps job needs ParameterServerStrategy, which needs at least one worker: the cluster has none", "fatal")),
+        ({"worker": ["10.0.0.1:2222", "10.0.0.1:2222"]}, ("worker", 0), (
+            "TF_CONFIG cluster.worker[1]", "10.0.0.1:2222",
+            "10.0.0.1:2222 is also cluster.worker[0]: two tasks cannot listen on one address (the second server fails "
+            "to bind, or both jobs' requests reach one task)", "fatal")),
+        ({"worker": ["10.0.0.1"]}, ("worker", 0), (
+            "TF_CONFIG cluster.worker[0]", "10.0.0.1", "the address '10.0.0.1' is not host:port: it has no port (host:port)",
+            "fatal")),
+        ({"worker": ["localhost:1", "127.0.0.1:2", "a:1", "b:1", "c:1", "d:1"]}, ("worker", 0), (
+            "TF_CONFIG cluster", "127.0.0.1, localhost",
+            "the cluster spans hosts (a, b, c …) but also names 127.0.0.1, localhost: on each host that means the host "
+            "itself, so the other hosts cannot reach that task", "fatal")),
+        ({"worker": ["localhost:1", "a:1", "b:1"]}, ("worker", 0), (
+            "TF_CONFIG cluster", "localhost",
+            "the cluster spans hosts (a, b) but also names localhost: on each host that means the host itself, so the "
+            "other hosts cannot reach that task", "fatal")),
+    ],
+)
+def test_a_cluster_the_strategies_refuse_is_named(cluster: object, task: tuple[str, int],
+                                                   problem: tuple[str, str | None, str, str]) -> None:
+    """multi_worker_util._validate_cluster_spec (known task types, at most one chief and one evaluator, the task's
+    job in the cluster, its index in range), ParameterServerStrategy's need of a worker, and what TensorFlow meets
+    only at the socket (one address twice, a loopback name in a cluster across hosts)."""
+    text = json.dumps({"cluster": cluster, "task": {"type": task[0], "index": task[1]}})
+    config = read_config(None, {"TF_CONFIG": text})
+    assert [(p.key, p.value, p.problem, p.kind) for p in config.problems] == [problem]

@@ -246,7 +246,8 @@ def test_a_slurm_step_is_read_with_what_it_was_read_from() -> None:
         (slurm(SLURM_STEP_NUM_TASKS="3"), "SLURM_STEP_NUM_TASKS", "3", "Requested 3 tasks but only 4 were assigned"),
         (slurm(SLURM_PROCID="4"), "SLURM_PROCID", "4", "out of range for 4 tasks"),
         # Three nodes, two counts: SlurmClusterResolver zips them and the third node gets no task.
-        (slurm(SLURM_STEP_NODELIST="gpu[01-03]"), "SLURM_STEP_TASKS_PER_NODE", "2(x2)", "pairs them and drops the rest"),
+        (slurm(SLURM_STEP_NODELIST="gpu[01-03]"), "SLURM_STEP_TASKS_PER_NODE", "2(x2)",
+         "SLURM_STEP_TASKS_PER_NODE lists 2 nodes but SLURM_STEP_NODELIST 3: SlurmClusterResolver pairs them and drops the rest"),
     ],
 )
 def test_each_slurm_problem_names_its_variable_and_value(env: dict[str, str | None], key: str, value: str | None,

@@ -451,3 +451,74 @@ def test_a_cluster_the_strategies_refuse_is_named(cluster: object, task: tuple[s
     text = json.dumps({"cluster": cluster, "task": {"type": task[0], "index": task[1]}})
     config = read_config(None, {"TF_CONFIG": text})
     assert [(p.key, p.value, p.problem, p.kind) for p in config.problems] == [problem]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", ("TF_CONFIG", "", "TF_CONFIG is set but empty: TensorFlow's json.loads fails on it; unset it or give the cluster",
+              "fatal")),
+        ("[1, 2]", ("TF_CONFIG", "[1, 2]", "TF_CONFIG must be a JSON object with 'cluster' and 'task', not a list", "fatal")),
+        ("{}", ("TF_CONFIG", "{}", "TF_CONFIG is {}: TensorFlow then runs every process as a single machine", "silent")),
+        ("[" * 100_000, ("TF_CONFIG", "[" * (QUOTE_CHARS - 1) + "…",
+                         "TF_CONFIG is nested too deep for Python's json.loads: TensorFlow fails on it, in every process",
+                         "fatal")),
+        ('{"task": {"type": "worker", "index": 0}}', (
+            "TF_CONFIG cluster", None,
+            "TF_CONFIG has no 'cluster': TensorFlow then sees an empty cluster and runs every process as a single machine "
+            "on its own, without a word", "silent")),
+        ('{"cluster": ["a:1"], "task": {"type": "worker", "index": 0}}', (
+            "TF_CONFIG cluster", '["a:1"]', "'cluster' must map job names to lists of host:port addresses", "fatal")),
+    ],
+)
+def test_a_tf_config_tensorflow_cannot_load_is_one_problem(text: str, problem: tuple[str, str | None, str, str]) -> None:
+    """What TFConfigClusterResolver's json.loads and ClusterSpec do with the document as a whole: one problem each,
+    the text kept (cut short) on the facts."""
+    config = read_config(None, {"TF_CONFIG": text})
+    assert [(p.key, p.value, p.problem, p.kind) for p in config.problems] == [problem]
+    assert config.text == (text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…")
+
+
+def test_the_longest_tf_config_problem_quotes_its_start_and_the_text_of_its_size() -> None:
+    text = json.dumps({"a": "x" * MAX_ENV_STRING})
+    (p,) = read_config(None, {"TF_CONFIG": text}).problems
+    assert p.value == text[:60] + "…"
+    assert p.problem == (
+        f"TF_CONFIG is {len('TF_CONFIG=' + text):,} bytes: Linux starts no program with an environment string of "
+        f"{MAX_ENV_STRING:,} bytes or more (MAX_ARG_STRLEN, its closing NUL counted), so no TensorFlow process can be "
+        "given it as TF_CONFIG; keep the cluster's addresses alone in it"
+    )
+
+
+def test_values_are_quoted_whole_up_to_the_bound() -> None:
+    text = _task0({"worker": ["w:1"]})
+    padded = text[:-1] + ', "pad": "' + "p" * (QUOTE_CHARS - len(text) - 11) + '"}'
+    assert len(padded) == QUOTE_CHARS and read_config(None, {"TF_CONFIG": padded}).text == padded
+
+
+def test_what_the_facts_keep_of_a_cluster() -> None:
+    """A non-string address is kept as its JSON text; a Slurm step is for MultiWorkerMirroredStrategy; a rank out
+    of range has no task index; three other hosts are listed whole, four nodes too."""
+    config = read_config(None, {"TF_CONFIG": _task0({"worker": ["a:1", 2222]})})
+    assert config.jobs == (ClusterJob("worker", ("a:1", "2222")),)
+    assert read_config("slurm", slurm()).strategy == "MultiWorkerMirroredStrategy"
+    out = read_config("slurm", slurm(SLURM_PROCID="4"))
+    assert (out.task_type, out.task_index) == ("worker", None)
+    three = read_config(None, {"TF_CONFIG": _task0({"worker": ["localhost:1", "a:1", "b:1", "c:1"]})})
+    assert "the cluster spans hosts (a, b, c) but also names localhost" in three.problems[0].problem
+    env = slurm(SLURM_PROCID="0", SLURM_STEP_NUM_TASKS="4", SLURM_STEP_NODELIST="n[8-11]", SLURM_STEP_TASKS_PER_NODE="1(x4)",
+                SLURMD_NODENAME="n8")
+    (p,) = read_config("slurm", env).problems
+    assert p.problem.endswith(
+        "it orders the nodes by name as strings (n10, n11, n8, n9), Slurm by its node list (n8, n9, n10, n11), so the tasks "
+        "connect to the wrong nodes; give the nodes names of equal width, or build the cluster spec yourself"
+    )
+
+
+def test_the_option_without_a_cluster_says_what_to_do() -> None:
+    assert read_config("auto", {}).problems[0].problem == (
+        "--gpucheck-cluster found no cluster: TF_CONFIG is not set and this is not a Slurm step (SLURM_PROCID is not "
+        "set); set TF_CONFIG, run under srun, or give --gpucheck-cluster=local:2 to test this machine's distributed "
+        "TensorFlow on its loopback"
+    )
+    assert read_config("tf_config", {}).problems[0].problem == "--gpucheck-cluster=tf_config was given, but TF_CONFIG is not set"

@@ -522,3 +522,9 @@ def test_the_option_without_a_cluster_says_what_to_do() -> None:
         "TensorFlow on its loopback"
     )
     assert read_config("tf_config", {}).problems[0].problem == "--gpucheck-cluster=tf_config was given, but TF_CONFIG is not set"
+
+
+def test_a_tf_config_that_is_not_json_quotes_it() -> None:
+    text = '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}'
+    (p,) = read_config(None, {"TF_CONFIG": text}).problems
+    assert (p.key, p.value, p.kind) == ("TF_CONFIG", text, "fatal") and p.problem.startswith("TF_CONFIG is not valid JSON (")

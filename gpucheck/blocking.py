@@ -149,8 +149,8 @@ class Question:
 
     layer: str
     ids: tuple[str, ...]
-    #: Finding ids (of its own layer) whose blocker, about the same subject, blocks this question: a GPU that
-    #: takes no op cannot be asked whether its results are right.
+    #: Finding ids (of its own layer) whose blocker, unless it is about another GPU, blocks this question: a GPU
+    #: that takes no op cannot be asked whether its results are right.
     blocked_by_ids: tuple[str, ...] = ()
     #: Layers this question needs beyond its layer's own (memory settings are a resource that needs TensorFlow).
     needs: tuple[str, ...] = ()
@@ -205,7 +205,10 @@ def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Deci
     else:
         wanted = layers_needed(q.layer).union(*(layers_needed(n) | {n} for n in q.needs))
     blocker = blocker_among(result.findings, wanted, q.subject) or next(
-        (f for f in result.findings if f.id in q.blocked_by_ids and f.severity is Severity.BLOCKER and about(f)),
+        # Not ``about(f)``: placement names TensorFlow's devices ("/GPU:0", "placement step"), a per-GPU question
+        # NVML's GPU ("GPU-0"), so only a blocker about another of NVML's GPUs leaves it answered (as layer_blocker).
+        (f for f in result.findings if f.id in q.blocked_by_ids and f.severity is Severity.BLOCKER
+         and not _other_gpu(f, q.subject)),
         None,
     )
     if blocker is not None and blocker not in mine:

@@ -3,10 +3,13 @@ each problem named with its key and value, and the reading checked against real 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -262,6 +265,32 @@ TF_SIDE = textwrap.dedent(
 )
 
 
+#: Set by tests/mutation/run_mutmut.py (``tox -e mutation``): a folder where TensorFlow's answer is kept for the run.
+ORACLE_CACHE_ENV = "GPUCHECK_TF_ORACLE_CACHE"
+
+
+def tensorflows_reading(request: str) -> dict[str, Any]:
+    """What real TensorFlow reads of the cases (``TF_SIDE`` in a child process). Under mutation testing the answer
+    to the same request is computed once and read back: it does not depend on gpucheck, whose mutants are all that
+    change between runs, and TensorFlow takes about 8 s to start for each mutant."""
+    folder = os.environ.get(ORACLE_CACHE_ENV)
+    key = hashlib.sha256(f"{sys.executable}\n{TF_SIDE}\n{request}".encode()).hexdigest()[:20]
+    kept = Path(folder) / f"tf-reading-{key}.json" if folder else None
+    if kept is not None and kept.is_file():
+        answer: dict[str, Any] = json.loads(kept.read_text(encoding="utf-8"))
+        return answer
+    done = subprocess.run(
+        [sys.executable, "-c", TF_SIDE], input=request, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if kept is not None:
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}")
+        partial.write_text(json.dumps(answer), encoding="utf-8")
+        os.replace(partial, kept)
+    return answer
+
+
 def test_the_reading_agrees_with_tensorflows_own_resolvers() -> None:
     """Real TensorFlow reads the same configurations: where its resolver or its strategies' validation raise,
     gpucheck names a problem; where they accept, gpucheck finds the same jobs, addresses and task (problems it
@@ -271,16 +300,9 @@ def test_the_reading_agrees_with_tensorflows_own_resolvers() -> None:
     hostlists = ["n[1-2],m5,o[3-4,6,7-9]", "gpu[001-003]", "a1,b[01-03]", "n[9-10]"]
     envs = [{k: v for k, v in slurm(*case).items() if v is not None} for case in SLURM_CASES]
     one_gpu = {k: v for k, v in slurm("n1", "2", 2, 0).items() if v is not None}
-    done = subprocess.run(
-        [sys.executable, "-c", TF_SIDE],
-        input=json.dumps({"tf_config": tf_cases, "slurm": envs, "hostlists": hostlists, "slurm_one_gpu": [one_gpu]}),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+    tf = tensorflows_reading(
+        json.dumps({"tf_config": tf_cases, "slurm": envs, "hostlists": hostlists, "slurm_one_gpu": [one_gpu]})
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    tf = json.loads(done.stdout.strip().splitlines()[-1])
     later = ("listen on one address", "other hosts cannot reach", "not host:port", "no chief", "no 'index'", "single machine", "which task", "an index is missing", "truncates", "negative")
     for name, text in tf_cases.items():
         ours = read_config(None, {"TF_CONFIG": text})

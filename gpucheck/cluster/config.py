@@ -119,8 +119,8 @@ def _nothing(key: str, problem: str) -> ClusterConfigFacts:
 # --- TF_CONFIG ----------------------------------------------------------------------------------------
 
 
-#: Linux's MAX_ARG_STRLEN (32 pages): the longest single string of a program's arguments or environment, so the
-#: longest ``TF_CONFIG=...`` any process can be started with (execve fails with E2BIG beyond it).
+#: Linux's MAX_ARG_STRLEN (32 pages): the most bytes of a single string of a program's arguments or environment,
+#: its closing NUL counted, so ``TF_CONFIG=...`` must be shorter (execve fails with E2BIG at this length: checked).
 MAX_ENV_STRING = 32 * 4096
 
 
@@ -133,9 +133,10 @@ def _from_tf_config(text: str, source: str, asked: bool) -> ClusterConfigFacts:
 
     base = ClusterConfigFacts(source=source, asked=asked, text=quote(text))
     size = len(f"TF_CONFIG={text}".encode(errors="surrogateescape"))
-    if size > MAX_ENV_STRING:
+    if size >= MAX_ENV_STRING:
         bad("", f"{text[:60]}…", f"{where} is {size:,} bytes: Linux starts no program with an environment string "
-            f"over {MAX_ENV_STRING:,} bytes (MAX_ARG_STRLEN), so no TensorFlow process can be given it as TF_CONFIG; "
+            f"of {MAX_ENV_STRING:,} bytes or more (MAX_ARG_STRLEN, its closing NUL counted), so no TensorFlow "
+            "process can be given it as TF_CONFIG; "
             "keep the cluster's addresses alone in it")
         return replace(base, problems=tuple(problems))
     if not text.strip():

@@ -15,6 +15,7 @@ comparison; a selected test file it lacks is left out.)
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -29,6 +30,8 @@ MODULES = ("gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/conf
 #: Mutants of session.py outside ``exit_status`` are not contract code (the pytest session's plumbing).
 ONLY_FUNCTIONS = {"gpucheck/session.py": ("exit_status",)}
 TESTS = (
+    "tests/test_blocking_contracts.py",
+    "tests/test_cluster_config_contracts.py",
     "tests/test_contracts.py",
     "tests/test_cluster_config.py",
     "tests/test_visibility_and_host.py::test_independent_of_root_cause",
@@ -59,7 +62,11 @@ def main() -> int:
             shutil.copy2(root / name, work / name)
         (work / "setup.cfg").write_text(setup_cfg(root, modules))
         mutmut = [sys.executable, "-m", "mutmut"]
-        subprocess.run([*mutmut, "run"], cwd=work, check=False)
+        # TensorFlow's own reading of the cluster cases, computed once for the run (tests/test_cluster_config.py).
+        oracle = work / "tf-oracle"
+        oracle.mkdir()
+        env = {**os.environ, "GPUCHECK_TF_ORACLE_CACHE": str(oracle)}
+        subprocess.run([*mutmut, "run"], cwd=work, check=False, env=env)
         done = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, capture_output=True, text=True, check=False)
         print(done.stdout)
         if done.returncode:

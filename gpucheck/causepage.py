@@ -96,11 +96,12 @@ def _text(node: ast.expr) -> str | None:
     return None
 
 
-def _severities(node: ast.expr) -> set[str] | None:
+def literal_severities(node: ast.expr) -> set[str] | None:
+    """The severities an expression can be: ``Severity.X``, or a conditional between such; None if not literal."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Severity":
         return {node.attr.lower()}
     if isinstance(node, ast.IfExp):
-        a, b = _severities(node.body), _severities(node.orelse)
+        a, b = literal_severities(node.body), literal_severities(node.orelse)
         return a | b if a is not None and b is not None else None
     return None
 
@@ -149,12 +150,12 @@ def _severities_in(node: ast.expr, bound: dict[str, list[ast.expr]]) -> set[str]
     if isinstance(node, ast.Name) and node.id in bound:
         out: set[str] = set()
         for value in bound[node.id]:
-            one = _severities(value)
+            one = literal_severities(value)
             if one is None:
                 return None
             out |= one
         return out or None
-    return _severities(node)
+    return literal_severities(node)
 
 
 def _remedy(node: ast.expr | None, bound: dict[str, list[ast.expr]]) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
+from gpucheck.causepage import literal_severities
 from gpucheck.model import catalog
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -99,16 +100,6 @@ GPUCHECK = Path(__file__).parent.parent / "gpucheck"
 KNOWN: dict[str, set[str]] = {}
 
 
-def _severities(node: Any) -> set[str] | None:
-    """The severities an argument can be: Severity.X, or a conditional between such; None if not literal."""
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Severity":
-        return {node.attr.lower()}
-    if isinstance(node, ast.IfExp):
-        a, b = _severities(node.body), _severities(node.orelse)
-        return a | b if a is not None and b is not None else None
-    return None
-
-
 def emitted_severities() -> dict[str, set[str]]:
     """id -> the severities the code and the log patterns give it, where they are written out."""
     out: dict[str, set[str]] = {}
@@ -118,7 +109,7 @@ def emitted_severities() -> dict[str, set[str]]:
                 continue
             if len(node.args) < 2 or not isinstance(node.args[0], ast.Constant):
                 continue
-            severities = _severities(node.args[1])
+            severities = literal_severities(node.args[1])
             if severities is not None:
                 out.setdefault(str(node.args[0].value), set()).update(severities)
     patterns = json.loads((GPUCHECK / "data" / "log_patterns.json").read_text())

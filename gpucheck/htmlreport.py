@@ -27,6 +27,8 @@ from gpucheck.session import DECISION, GpucheckSession
 FIRST_MAJOR = 4
 #: Where the two columns go among pytest-html's (Result, Test, Duration, Links): after the test's name.
 COLUMN = 2
+#: The report attribute that carries a check's two cells (HTML) from where it ran to where the page is written.
+CELLS_ATTR = "gpucheck_html_cells"
 #: The terminal's colours (``report.summary_lines`` markup) on a white page.
 _COLOURS = {"red": "#c62828", "green": "#2e7d32", "yellow": "#a66300"}
 _VERDICT_COLOURS = {"accelerated": "green", "degraded": "yellow"}
@@ -94,15 +96,16 @@ class HtmlReport:
 
     def __init__(self, session: GpucheckSession) -> None:
         self.session = session
-        #: Each check's decision, by node id (pytest-html's row hook is handed the report, not the item).
-        self._decisions: dict[str, Decision] = {}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        # pytest-html's row hook is handed the report, not the item, and under pytest-xdist it runs in the
+        # controller while the decision lives in the worker: the cells travel on the report (xdist sends a
+        # report's attributes to the controller; TestReport takes unknown ones back as keyword arguments).
         rep = yield
         decision = item.stash.get(DECISION, None)
         if decision is not None:
-            self._decisions[item.nodeid] = decision
+            setattr(rep, CELLS_ATTR, list(cause_and_remedy(decision)))
         return rep
 
     @pytest.hookimpl(optionalhook=True)
@@ -112,7 +115,8 @@ class HtmlReport:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: pytest.TestReport | pytest.CollectReport, cells: list[str]) -> None:
         # Every row gets both cells (empty for the user's own tests), or the columns would shift.
-        cause, remedy = cause_and_remedy(self._decisions.get(report.nodeid))
+        cells_of = getattr(report, CELLS_ATTR, None)
+        cause, remedy = (str(cells_of[0]), str(cells_of[1])) if isinstance(cells_of, list) and len(cells_of) == 2 else ("", "")
         cells[COLUMN:COLUMN] = [f'<td class="col-gpucheck-cause">{cause}</td>', f'<td class="col-gpucheck-remedy">{remedy}</td>']
 
     @pytest.hookimpl(optionalhook=True)

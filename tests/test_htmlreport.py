@@ -5,6 +5,8 @@ plugin without pytest-html, and every machine-given text escaped."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -152,6 +154,46 @@ def test_the_report_in_a_real_browser(
         detail = f"by {rc['id']}" if layer["state"] == "blocked" else ", ".join(layer["finding_ids"])
         assert _clean(f"{layer['layer']} {layer['state']} {detail}") in map(_clean, lines), layer
     assert f"verdict: {run.report['verdict']}" in lines and f"recommended action: {run.report['action']}" in lines
+
+
+def _rows_in_the_page(page: Path) -> dict[str, list[str]]:
+    """pytest-html 4's rows as its page's script receives them (the JSON in ``data-jsonblob``), each cell's text:
+    test id to [Result, Test, Cause, Remedy, Duration, Links]."""
+    blob = re.search(r'data-jsonblob="([^"]*)"', page.read_text())
+    assert blob is not None, "no data-jsonblob: is this pytest-html 4?"
+    rows: dict[str, list[str]] = {}
+    for reports in json.loads(html.unescape(blob.group(1)))["tests"].values():
+        for entry in reports:
+            cells = [_clean(html.unescape(re.sub(r"<[^>]+>", " ", cell))) for cell in entry["resultsTableRow"]]
+            rows[cells[1]] = cells
+    return rows
+
+
+def test_the_cells_reach_the_page_under_xdist(
+    pytester: pytest.Pytester, run_gpucheck: Callable[..., GpucheckRun], fake_machine: Callable[[dict[str, Any]], Path]
+) -> None:
+    """Under pytest-xdist a check runs (and is decided) in a worker while pytest-html writes its rows in the
+    controller: the Cause and Remedy cells travel on the test's report. They were empty under ``-n 2`` when they
+    were looked up by node id in the controller, which never decides a check."""
+    pytest.importorskip("pytest_html", reason="pytest-html is not installed (the html extra)")
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (the test extra)")
+    fake_machine(DRIVERLESS_HOST)
+    page = pytester.path / "report.html"
+    run = run_gpucheck("--gpucheck-framework=none", "-n", "2", f"--html={page}", "--self-contained-html")
+    assert run.result.ret == 1, run.result.stdout.str()
+    rc = run.report["root_cause"]
+    rows = _rows_in_the_page(page)
+    checks = {c["nodeid"]: c["outcome"] for c in run.report["checks"]}
+    assert len(checks) >= 30
+    failed = [cells for cells in rows.values() if cells[0] == "Failed"]
+    assert len(failed) == 1 and failed[0][1].endswith("::test_nvidia_gpu_on_pci_bus"), failed
+    assert failed[0][2] == _clean(f"{rc['id']} [{rc['layer']}, {rc['severity']}]: {rc['cause']}")
+    assert failed[0][3] == _clean(f"{rc['remedy']} (action: {rc['action']})")
+    skipped = [cells for cells in rows.values() if cells[0] == "Skipped"]
+    assert len(skipped) == sum(outcome == "skipped" for outcome in checks.values()) >= 20
+    for cells in skipped:
+        assert cells[2] == _clean(f"blocked by {rc['id']} [{rc['layer']}]: {rc['summary']}"), cells
+        assert cells[3] == _clean(f"fix {rc['id']} first: {rc['remedy']}"), cells
 
 
 def test_without_pytest_html_gpucheck_runs_and_loads_nothing_of_it(

@@ -195,21 +195,14 @@ class GpucheckSession:
     @pytest.fixture(scope="session", autouse=True)
     @classmethod
     def _gpucheck_suite_properties(cls, request: pytest.FixtureRequest) -> None:
-        """The verdict and the root cause as properties of the JUnit test suite (``--junitxml``)."""
+        """The verdict and the root cause as properties of the JUnit test suite (``--junitxml``). In an xdist
+        worker the fixture records nothing (pytest#7767): the controller adds them (``pytest_sessionfinish``)."""
         session = current(request.config)
         if session is None or not request.config.pluginmanager.has_plugin("junitxml"):
             return  # -p no:junitxml: no such fixture, and nothing to record into
         record_testsuite_property = request.getfixturevalue("record_testsuite_property")
-        result = session.result()
-        record_testsuite_property("gpucheck.verdict", result.verdict)
-        record_testsuite_property("gpucheck.action", report.node_action(result))
-        rc = result.root_cause
-        if rc is not None:
-            record_testsuite_property("gpucheck.root_cause", rc.id)
-            record_testsuite_property("gpucheck.root_cause.layer", rc.layer)
-            record_testsuite_property("gpucheck.root_cause.summary", rc.summary)
-            record_testsuite_property("gpucheck.root_cause.remedy", rc.remedy)
-            record_testsuite_property("gpucheck.root_cause.action", rc.action)
+        for name, value in suite_properties(session.result()):
+            record_testsuite_property(name, value)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
@@ -265,7 +258,9 @@ class GpucheckSession:
         self._collection_failed = isinstance(excinfo.value, pytest.Session.Interrupted)
         self._interrupted = not self._collection_failed
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+        # tryfirst: before junitxml's (which writes its file) and pytest-html's (which reads the result).
         waits = self._collection_failed or (self.role == "controller" and not self._interrupted)
         if self.diagnosis is not None and self._result is None and waits:
             try:
@@ -274,6 +269,8 @@ class GpucheckSession:
                 self._result = self.diagnosis.abandon()
         if self.diagnosis is not None and self._result is None:
             self._result = self.diagnosis.abandon()
+        if self.role == "controller" and self._result is not None:
+            _add_junit_suite_properties(self.config, suite_properties(self._result))
         self._write_json()
         session.exitstatus = exit_status(int(exitstatus), self._result, self._write_error)
 
@@ -288,6 +285,37 @@ class GpucheckSession:
             # The message is the sentence ("cannot write the report to PATH: why"); on a line of its own.
             self._write_error = str(exc)
             sys.stderr.write(f"\ngpucheck: {exc}\n")
+
+
+def suite_properties(result: Result) -> list[tuple[str, str]]:
+    """The JUnit test suite's properties of a run: the verdict, the action and the root cause."""
+    props = [("gpucheck.verdict", result.verdict), ("gpucheck.action", report.node_action(result))]
+    rc = result.root_cause
+    if rc is not None:
+        props += [
+            ("gpucheck.root_cause", rc.id),
+            ("gpucheck.root_cause.layer", rc.layer),
+            ("gpucheck.root_cause.summary", rc.summary),
+            ("gpucheck.root_cause.remedy", rc.remedy),
+            ("gpucheck.root_cause.action", rc.action),
+        ]
+    return props
+
+
+def _add_junit_suite_properties(config: pytest.Config, props: list[tuple[str, str]]) -> None:
+    """Into the JUnit XML an xdist controller writes: ``record_testsuite_property`` is a no-op in the workers
+    (pytest#7767), so the controller, which has the run's one diagnosis, adds them to pytest's LogXML itself
+    (the object that fixture hands its properties to, ``_pytest.junitxml.xml_key``)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest that moved it: the suite properties are missing, the JSON report has them
+        return
+    xml = config.stash.get(xml_key, None)
+    add = getattr(xml, "add_global_property", None)
+    if add is None:
+        return
+    for name, value in props:
+        add(name, value)
 
 
 def skip_at_setup(decision: Decision) -> None:

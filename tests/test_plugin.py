@@ -349,6 +349,32 @@ def test_skips_name_the_check_and_junit_has_the_verdict(pytester: pytest.Pyteste
     assert skip is not None and re.search(r"checks_stack\.py:\d+: blocked by no-nvidia-gpu$", skip.text or ""), skip
 
 
+def test_junit_suite_properties_under_xdist(
+    pytester: pytest.Pytester, run_gpucheck: Callable[..., GpucheckRun], fake_machine: Callable[[dict[str, Any]], Path]
+) -> None:
+    """Under -n the tests run in workers, where pytest's record_testsuite_property records nothing
+    (pytest#7767): the JUnit XML the controller writes still carries the verdict, the action and the root
+    cause, each once, as the JSON report of the same run gives them."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (the test extra)")
+    fake_machine(DRIVERLESS_HOST)
+    xml = pytester.path / "junit.xml"
+    run = run_gpucheck("--gpucheck-framework=none", "-n", "2", f"--junitxml={xml}")
+    assert run.result.ret == 1, run.result.stdout.str()
+    suite = next(ET.parse(xml).getroot().iter("testsuite"))
+    props = [(p.get("name"), p.get("value")) for p in suite.find("properties") or []]
+    rc = run.report["root_cause"]
+    assert props == [
+        ("gpucheck.verdict", run.report["verdict"]),
+        ("gpucheck.action", run.report["action"]),
+        ("gpucheck.root_cause", rc["id"]),
+        ("gpucheck.root_cause.layer", rc["layer"]),
+        ("gpucheck.root_cause.summary", rc["summary"]),
+        ("gpucheck.root_cause.remedy", rc["remedy"]),
+        ("gpucheck.root_cause.action", rc["action"]),
+    ], props
+    assert rc["id"] == "no-nvidia-gpu" and run.report["verdict"] == "not-accelerated"
+
+
 def test_report_json_written_atomically_to_new_directory(
     run_gpucheck: Callable[..., GpucheckRun], pytester: pytest.Pytester
 ) -> None:

@@ -54,6 +54,7 @@ TESTS = (
     "tests/test_compare.py::test_student_t_matches_the_tables",
     "tests/test_compare.py::test_mann_whitney_matches_scipy",
     "tests/test_compare_shift.py",
+    "tests/test_compare_contracts.py",
 )
 
 

@@ -60,8 +60,8 @@ def bench(times: list[float] | None = None, /, *, keep_rounds: bool = True, name
     return Bench(name, figures, data, extra or {}, group, name)
 
 
-def run(*benches: Bench, label: str = "base") -> Run:
-    return Run(label, f"{label}.json", None, {}, {b.name: b for b in benches})
+def run(*benches: Bench, label: str = "base", machine: dict[str, Any] | None = None) -> Run:
+    return Run(label, f"{label}.json", None, machine or {}, {b.name: b for b in benches})
 
 
 def row(b: Bench, n: Bench, threshold: float = 0.05, metric: str = "median", alpha: float = compare.ALPHA) -> compare.Row:
@@ -353,6 +353,39 @@ def test_figures_higher_or_lower_is_better() -> None:
                                                  bench(x, extra={"latency_us": 3}), 0.25)] == ["same"]
     # Figures never decide the exit status.
     assert c.exit_status == 0
+    # Each benchmark's figures, in the order of the rows.
+    two = compare.compare_runs(run(bench(x, name="a", extra={"tflops": 1.0}), bench(x, name="b", extra={"gbps": 1.0})),
+                               run(bench(x, name="a", extra={"tflops": 2.0}), bench(x, name="b", extra={"gbps": 0.5}),
+                                   label="new"))
+    assert [(f.name, f.figure, f.verdict) for f in two.figures] == [("a", "tflops", "better"), ("b", "gbps", "worse")]
+
+
+def test_the_machine_section_lists_what_differs_or_one_run_alone_recorded() -> None:
+    """DESIGN: first what differs between the two machine_infos (driver 550.54.15 -> 560.35.03 ...); what only one
+    run recorded reads "not recorded", never "the same"; what is the same, or recorded by neither, is not listed
+    (but kept among all the items)."""
+    x = [1.0, 1.1, 0.9, 1.0]
+    base_mi = {"gpucheck": {"driver": "550.54.15", "tensorflow": "2.21.0"}, "python_version": "3.12.3",
+               "cpu": {"brand_raw": "AMD EPYC 9454"}}
+    new_mi = {"gpucheck": {"driver": "560.35.03", "tensorflow": "2.21.0"}, "python_version": "3.12.3",
+              "runner": "ci-7"}
+    c = compare.compare_runs(run(bench(x), machine=base_mi), run(bench(x), label="new", machine=new_mi))
+    assert c.machine == [("driver", "550.54.15", "560.35.03"), ("CPU", "AMD EPYC 9454", None), ("runner", None, "ci-7")]
+    states = {i.what: i.state for i in c.machine_items}
+    assert (states["TensorFlow"], states["Python"], states["cuDNN (loaded)"]) == ("same", "same", "neither")
+    assert len(c.machine_items) == len(compare.machine_items(base_mi, new_mi)) > len(c.machine)
+
+
+def test_rounds_mostly_zero_beside_a_positive_median_do_not_break_the_verdict() -> None:
+    """A file whose kept rounds are mostly 0.0 (a coarse timer) while its saved median is positive: the shift cannot
+    be taken relative to a median of nothing, so the metric's change stands in (no ZeroDivisionError: exit 2 is for
+    unusable input, and this input is read)."""
+    base = bench(median=1e-3, mean=1e-3, min=1e-3, max=2e-3)
+    base = Bench("t", base.stats, (0.0, 0.0, 0.0, 1e-3, 0.0), {}, None, "t")
+    new = bench([2e-3, 2.1e-3, 1.9e-3, 2e-3, 2.05e-3])
+    r = row(base, new)
+    assert r.method == RANK_TEST and r.shift == r.change == new.stats["median"] / 1e-3 - 1
+    assert (r.verdict, r.regression) == ("slower", True)
 
 
 # --- the statistics against their formulas ----------------------------------------------------------------
@@ -444,6 +477,11 @@ def test_mann_whitney_against_u_counted_pair_by_pair() -> None:
         want = mann_whitney_by_hand(a, b)
         assert compare.mann_whitney_p(a, b) == pytest.approx(want, rel=1e-12), (a, b)
         assert compare.mann_whitney_p(b, a) == pytest.approx(want, rel=1e-12)
+    # The smallest samples (one round against two, three): still the formula, not "no information".
+    for a, b in (([1.0], [2.0, 3.0]), ([5.0], [1.0, 2.0, 3.0]), ([1.0, 1.0], [1.0, 2.0])):
+        assert compare.mann_whitney_p(a, b) == pytest.approx(mann_whitney_by_hand(a, b), rel=1e-12), (a, b)
+        assert compare.mann_whitney_p(a, b) < 1.0
+    assert compare.mann_whitney_p([2.0], [1.0, 3.0]) == 1.0  # U at its mean
     assert compare.mann_whitney_p([1.0] * 6, [1.0] * 4) == 1.0  # every value tied: no information
     assert compare.mann_whitney_p([], [1.0, 2.0]) == 1.0 == compare.mann_whitney_p([1.0, 2.0], [])
     # Completely separated samples: the smallest p this size allows.
@@ -533,3 +571,31 @@ def test_a_real_run_against_itself_is_within_noise_by_the_rank_test() -> None:
     sleep = rows["bench.py::test_sleep_2"]
     assert (sleep.method, sleep.verdict, sleep.shift, sleep.p_value) == (RANK_TEST, "same (within noise)", 0.0, 1.0)
     assert c.exit_status == 0 and all(r.verdict == "same (within noise)" for r in c.rows)
+
+
+def test_the_shift_of_small_samples_of_any_scale() -> None:
+    """The Hodges–Lehmann shift of a few rounds, worked by hand: the median of every new - base difference, for
+    samples whose largest values add up to 1, 2, a half or nothing (the search takes its scale from them)."""
+    assert compare.hodges_lehmann([0.25, 0.5], [0.5]) == 0.125  # differences 0.25, 0: their mean
+    assert compare.hodges_lehmann([0.5], [0.5, 0.25, 0.0]) == -0.25  # 0, -0.25, -0.5
+    assert compare.hodges_lehmann([1.0, 0.5], [1.0]) == 0.25  # 0, 0.5
+    assert compare.hodges_lehmann([0.125], [0.375, 0.25]) == 0.1875  # 0.25, 0.125
+    assert compare.hodges_lehmann([0.0, 0.0], [0.0]) == 0.0
+    assert compare.hodges_lehmann([0.5, 0.5, 0.5], [0.5, 1.5, 0.5]) == 0.0  # 0 six times, 1 three times
+
+
+def test_the_listing_step_counts_a_tied_base_run_as_runs() -> None:
+    """The second step of the shift (``_ranked_differences_within``) given a range that holds the middle ranks,
+    where the base run's rounds are tied (a coarse timer: twenty rounds of 1.0 ms and a few others), so that a
+    row's window is one value many times, counted rather than listed: still the sorted differences' middle."""
+    xs = sorted([1.0] * 20 + [1.5, 3.0])
+    ys = sorted([2.0, 2.5, 2.5, 4.0, 7.0, 1.25, 3.0])
+    every = sorted(y - x for y in ys for x in xs)
+    total = len(every)
+    for ranks in ((total // 2 + 1,), (total // 2, total // 2 + 1), (1,), (total,), (3, 140)):
+        want = [every[r - 1] for r in ranks]
+        for lo, hi in ((-100.0, 100.0), (every[0] - 1, every[-1]), (every[ranks[0] - 1] - 0.01, every[-1] + 0.01),
+                       (-6.0, 7.0)):
+            assert compare._ranked_differences_within(xs, ys, lo, hi, ranks, 1e-12) == want, (ranks, lo, hi)
+    # Only ties: every difference one value.
+    assert compare._ranked_differences_within([1.0] * 30, [2.0] * 30, -10.0, 10.0, (450, 451), 1e-12) == [1.0, 1.0]

@@ -599,3 +599,33 @@ def test_the_listing_step_counts_a_tied_base_run_as_runs() -> None:
             assert compare._ranked_differences_within(xs, ys, lo, hi, ranks, 1e-12) == want, (ranks, lo, hi)
     # Only ties: every difference one value.
     assert compare._ranked_differences_within([1.0] * 30, [2.0] * 30, -10.0, 10.0, (450, 451), 1e-12) == [1.0, 1.0]
+
+
+TIED_BASES = (sorted([1.0] * 20 + [1.5, 3.0]), sorted([0.1, 0.2] + [1.0] * 20 + [1.5]))
+NEWS = (sorted([2.0, 2.5, 2.5, 4.0, 7.0, 1.25, 3.0]), [1.05, 2.0, 2.0, 2.6])
+
+
+@pytest.mark.parametrize(("xs", "ys", "lo", "hi", "ranks", "margin"), [
+    # ranges that hold the ranks, and ranges that do not (the step must see it and list every difference)
+    (TIED_BASES[0], NEWS[0], 1.35, 1.85, (77, 78), 0.3),
+    (TIED_BASES[0], NEWS[0], 0.45, 0.95, (1,), 0.1),
+    (TIED_BASES[0], NEWS[0], -0.2, 2.0, (51, 102), 1e-12),
+    (TIED_BASES[0], NEWS[0], -0.2, 1.5, (77, 78), 1e-12),
+    (TIED_BASES[1], NEWS[0], -1.25, 0.25, (1,), 0.0),
+    (TIED_BASES[1], NEWS[0], 5.55, 6.0, (161,), 0.0),
+    (TIED_BASES[1], NEWS[0], 1.15, 1.65, (53, 107), 0.1),
+    (TIED_BASES[1], NEWS[1], 1.15, 1.55, (92,), 0.1),
+])
+def test_the_listing_step_with_a_tied_base_run_and_any_range(xs: list[float], ys: list[float], lo: float, hi: float,
+                                                             ranks: tuple[int, ...], margin: float) -> None:
+    """As tests/test_compare_shift.py's ``test_the_listing_step_checks_its_range`` (any range at all, the wrong one
+    or a margin of nothing: the ranked differences, or every difference listed), with the base run tied, which its
+    random samples are not: a row's window of one value is counted as a run, and a run may fall below the range."""
+    every = sorted(y - x for y in ys for x in xs)
+    assert compare._ranked_differences_within(xs, ys, lo, hi, ranks, margin) == [every[r - 1] for r in ranks]
+    # The neighbouring ranges and margins too.
+    total = len(every)
+    for r in ((total // 2, total // 2 + 1), (total // 3, 2 * total // 3), (1,), (total,)):
+        for m in (0.0, margin, 2 * margin):
+            for a, b in ((lo, hi), (lo - 0.05, hi), (lo, hi + 0.05), (lo + 0.05, hi - 0.05)):
+                assert compare._ranked_differences_within(xs, ys, a, b, r, m) == [every[i - 1] for i in r]

@@ -484,6 +484,7 @@ def test_mann_whitney_against_u_counted_pair_by_pair() -> None:
     assert compare.mann_whitney_p([2.0], [1.0, 3.0]) == 1.0  # U at its mean
     assert compare.mann_whitney_p([1.0] * 6, [1.0] * 4) == 1.0  # every value tied: no information
     assert compare.mann_whitney_p([], [1.0, 2.0]) == 1.0 == compare.mann_whitney_p([1.0, 2.0], [])
+    assert compare.mann_whitney_p([], [1.0]) == 1.0 == compare.mann_whitney_p([1.0], [])
     # Completely separated samples: the smallest p this size allows.
     assert compare.mann_whitney_p([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]) == pytest.approx(
         mann_whitney_by_hand([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]), rel=1e-12)

@@ -1,7 +1,9 @@
 """Mutation testing of the contract modules (tox -e mutation): mutmut over a copy of the project.
 
 The contracts: the decision and the blocking (gpucheck/blocking.py), the exit status of a run
-(gpucheck/session.py: ``exit_status``), the cluster configuration reading (gpucheck/cluster/config.py).
+(gpucheck/session.py: ``exit_status``), the cluster configuration reading (gpucheck/cluster/config.py),
+``gpucheck compare``'s verdicts and exit status (gpucheck/compare.py: the functions in ``ONLY_FUNCTIONS``,
+not its reading of files, machine section or output).
 Only in-process tests are selected: a mutant lives in the pytest process (mutmut's trampoline), not in the
 probe children a full ``pytest --gpucheck`` run starts.
 
@@ -26,9 +28,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MODULES = ("gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/config.py")
-#: Mutants of session.py outside ``exit_status`` are not contract code (the pytest session's plumbing).
-ONLY_FUNCTIONS = {"gpucheck/session.py": ("exit_status",)}
+MODULES = ("gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/config.py", "gpucheck/compare.py")
+#: Only these functions' mutants are run and counted. The rest of session.py is the pytest session's plumbing;
+#: the rest of compare.py reads files and writes the report (text, Markdown, JSON, plot), not the verdicts.
+ONLY_FUNCTIONS = {
+    "gpucheck/session.py": ("exit_status",),
+    "gpucheck/compare.py": (
+        # the verdict of each benchmark and figure (``Comparison.exit_status`` and ``regressions`` are
+        # properties, which mutmut does not mutate: tests/test_compare_contracts.py checks them all the same)
+        "compare_runs", "_row", "_figures",
+        # the statistics they rest on
+        "_relative_iqr", "welch_p", "student_t_p", "_betainc", "mann_whitney_p", "_thin",
+        "hodges_lehmann", "_ranked_differences", "_middle_pair", "_ranked_differences_within", "_listed",
+    ),
+}
 TESTS = (
     "tests/test_blocking_contracts.py",
     "tests/test_cluster_config_contracts.py",
@@ -36,7 +49,25 @@ TESTS = (
     "tests/test_cluster_config.py",
     "tests/test_visibility_and_host.py::test_independent_of_root_cause",
     "tests/test_plugin.py::test_exit_status_of_a_run",
+    # compare.py: the in-process tests (the others run the ``gpucheck compare`` command in a child)
+    "tests/test_compare.py::test_hodges_lehmann_is_the_median_of_every_difference",
+    "tests/test_compare.py::test_student_t_matches_the_tables",
+    "tests/test_compare.py::test_mann_whitney_matches_scipy",
+    "tests/test_compare_shift.py",
+    "tests/test_compare_contracts.py",
 )
+
+
+def mutant_patterns(modules: tuple[str, ...]) -> list[str]:
+    """``mutmut run``'s mutant names (fnmatch patterns): every mutant of a module, or of its listed functions.
+    ``x_NAME*`` is the function's mangled name (mutmut picks the clean run's tests by it) and its mutants'
+    (``x_NAME__mutmut_N``); a listed name that is the prefix of another's takes that one in too."""
+    patterns = []
+    for path in modules:
+        dotted = path.removesuffix(".py").replace("/", ".")
+        wanted = ONLY_FUNCTIONS.get(path)
+        patterns += [f"{dotted}.*"] if wanted is None else [f"{dotted}.x_{w}*" for w in wanted]
+    return patterns
 
 
 def setup_cfg(root: Path, modules: tuple[str, ...]) -> str:
@@ -52,7 +83,8 @@ def setup_cfg(root: Path, modules: tuple[str, ...]) -> str:
 def main() -> int:
     keep = "--keep" in sys.argv
     root = Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv else ROOT
-    # A run over all three takes about 25 minutes on two cores (cluster/config.py alone has ~1,150 mutants).
+    # A run over the first three takes about 25 minutes on two cores (cluster/config.py alone has ~1,150 mutants);
+    # compare.py's 1,078 (its listed functions) took 6 to 7 minutes more.
     modules = tuple(sys.argv[sys.argv.index("--modules") + 1].split(",")) if "--modules" in sys.argv else MODULES
     work = Path(tempfile.mkdtemp(prefix="gpucheck-mutation-"))
     try:
@@ -66,7 +98,7 @@ def main() -> int:
         oracle = work / "tf-oracle"
         oracle.mkdir()
         env = {**os.environ, "GPUCHECK_TF_ORACLE_CACHE": str(oracle)}
-        subprocess.run([*mutmut, "run"], cwd=work, check=False, env=env)
+        subprocess.run([*mutmut, "run", *mutant_patterns(modules)], cwd=work, check=False, env=env)
         done = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, capture_output=True, text=True, check=False)
         print(done.stdout)
         if done.returncode:

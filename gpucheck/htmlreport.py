@@ -115,8 +115,7 @@ class HtmlReport:
     @pytest.hookimpl(optionalhook=True)
     def pytest_html_results_table_row(self, report: pytest.TestReport | pytest.CollectReport, cells: list[str]) -> None:
         # Every row gets both cells (empty for the user's own tests), or the columns would shift.
-        cells_of = getattr(report, CELLS_ATTR, None)
-        cause, remedy = (str(cells_of[0]), str(cells_of[1])) if isinstance(cells_of, list) and len(cells_of) == 2 else ("", "")
+        cause, remedy = getattr(report, CELLS_ATTR, ("", ""))
         cells[COLUMN:COLUMN] = [f'<td class="col-gpucheck-cause">{cause}</td>', f'<td class="col-gpucheck-remedy">{remedy}</td>']
 
     @pytest.hookimpl(optionalhook=True)

@@ -311,11 +311,10 @@ def _add_junit_suite_properties(config: pytest.Config, props: list[tuple[str, st
     except ImportError:  # a pytest that moved it: the suite properties are missing, the JSON report has them
         return
     xml = config.stash.get(xml_key, None)
-    add = getattr(xml, "add_global_property", None)
-    if add is None:
+    if xml is None:  # no --junitxml
         return
     for name, value in props:
-        add(name, value)
+        xml.add_global_property(name, value)
 
 
 def skip_at_setup(decision: Decision) -> None:

@@ -27,15 +27,8 @@ from pytest_benchmark.stats import Stats
 
 from gpucheck import compare
 from gpucheck.compare import NO_SPREAD, RANK_TEST, WELCH, Bench, Run
-
-FILES = Path(__file__).parent / "benchfiles"
-GAB_OLD = FILES / "github-action-benchmark_pytest_output.json"
-GAB_NEW = FILES / "github-action-benchmark_pytest_several_units.json"
-CACHEW_8 = FILES / "cachew_0008_sqlite3-backend.json"
-CACHEW_9 = FILES / "cachew_0009_sqlite-multivalue.json"
-PB_1 = FILES / "pytest-benchmark_0001.json"
-PB_30 = FILES / "pytest-benchmark_0030.json"
-
+from tests.test_compare import bench_entry
+from tests.test_compare_real import CACHEW_8, CACHEW_9, GAB_NEW, GAB_OLD, PB_1, PB_30
 
 # --- building runs --------------------------------------------------------------------------------------
 
@@ -76,14 +69,6 @@ def saved(mean: float, stddev: float | None, rounds: float, median: float | None
     if stddev is not None:
         stats["stddev"] = stddev
     return bench(**stats)
-
-
-def entry(name: str, rounds: list[float]) -> dict[str, Any]:
-    s = Stats()
-    for r in rounds:
-        s.update(r)
-    return {"group": None, "name": name, "fullname": f"test_x.py::{name}", "extra_info": {},
-            "stats": {**s.as_dict(), "data": rounds}}
 
 
 # --- independent formulas -------------------------------------------------------------------------------
@@ -535,7 +520,7 @@ def test_real_runs_regression_and_exit_status_in_process(tmp_path: Path) -> None
     rounds = rounds_of(rng, 1e-3, 0.03, 30)
     for name, scale in (("base.json", 1.0), ("new.json", 1.5)):
         (tmp_path / name).write_text(json.dumps({"machine_info": {}, "benchmarks": [
-            entry("test_a", [r * scale for r in rounds]), entry("test_b", rounds)]}))
+            bench_entry("test_a", [r * scale for r in rounds]), bench_entry("test_b", rounds)]}))
     assert compare.run(compare.Options(str(tmp_path / "base.json"), str(tmp_path / "new.json")), io.StringIO()) == 1
     assert compare.run(compare.Options(str(tmp_path / "new.json"), str(tmp_path / "base.json")), io.StringIO()) == 0
 

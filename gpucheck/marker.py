@@ -1,8 +1,8 @@
 """What ``@pytest.mark.gpu`` asks of a machine, and the answer from a diagnosis: pure functions (no pytest).
 
-A test marked ``gpu(count=1, min_memory=None, compute_capability=None, framework="tensorflow")`` needs
-``count`` GPUs that TensorFlow registered here (``framework=None``: that the CUDA driver lists, no
-TensorFlow asked), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
+A test marked ``gpu(count=1, min_memory=None, compute_capability=None, framework=...)`` needs ``count``
+GPUs that TensorFlow registered here (``framework=None``: that the CUDA driver lists, no TensorFlow asked;
+not given: TensorFlow where it is installed, else the driver), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
 least ``compute_capability`` (``"8.0"``), and none of them blocked by what the diagnosis found.
 
 A GPU is *usable* when no blocker of the layers the marker needs is about it (or about the whole machine):
@@ -11,14 +11,17 @@ libraries, framework), and ``resources`` and ``health`` (its memory is there, it
 framework, the layers up to ``visibility`` and the same two. Placement, performance and the cluster do not
 keep a marked test from running: a marked test is itself what shows whether work lands on the GPU, and
 hiding it behind a skip would hide that. A run whose verdict they spoil says so in its summary.
+
+Whose marker it is (gpucheck's, or the project's own ``gpu``) is ``gpucheck.suite.ownership``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpucheck.blocking import blocker_among, layers_needed
@@ -28,15 +31,6 @@ from gpucheck.model import Finding
 from gpucheck.rules.devicemap import device_map
 from gpucheck.settings import memory_bytes, parse_memory
 
-#: The marker's name, as written in a test file.
-MARKER = "gpu"
-#: The line pytest --markers shows (registered whether or not --gpucheck is given).
-MARKER_HELP = (
-    "gpu(count=1, min_memory=None, compute_capability=None, framework='tensorflow'): the test needs COUNT "
-    "GPUs that FRAMEWORK (or, with framework=None, the CUDA driver) can use here, each with at least "
-    "MIN_MEMORY (8GiB) and compute capability COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root "
-    "cause where the machine cannot, or fails it with --gpucheck-require"
-)
 FRAMEWORKS = ("tensorflow", None)
 
 #: The layers a marked test needs, by its framework.
@@ -55,6 +49,9 @@ class Need:
     min_memory: str | None = None
     compute_capability: tuple[int, int] | None = None
     framework: str | None = "tensorflow"
+    #: Whether the marker named its framework: a bare marker asks for what this run diagnosed of the
+    #: frameworks installed (the driver level under --gpucheck-framework=none).
+    framework_given: bool = field(default=True, compare=False)
 
     def describe(self) -> str:
         what = f"{self.count} GPU(s)"
@@ -70,6 +67,16 @@ class Need:
 
 class MarkerError(ValueError):
     """A marker written wrongly: the sentence that says how."""
+
+
+def default_framework() -> str | None:
+    """What a bare ``@pytest.mark.gpu`` asks for: the frameworks installed here, found without importing them
+    (TensorFlow when its package is on the path), else the driver level (None). A suite without TensorFlow
+    never gets "TensorFlow cannot be imported" for a marker that did not name it."""
+    try:
+        return "tensorflow" if importlib.util.find_spec("tensorflow") is not None else None
+    except (ImportError, ValueError):  # a broken or shadowed "tensorflow" on the path: not installed as such
+        return None
 
 
 def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
@@ -101,10 +108,10 @@ def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
         if m is None or (isinstance(cc, float) and not math.isfinite(cc)):
             raise MarkerError(f"@pytest.mark.gpu(compute_capability=...) must be like '8.0', not {cc!r}")
         capability = (int(m.group(1)), int(m.group(2) or 0))
-    framework = kwargs.get("framework", "tensorflow")
+    framework = kwargs["framework"] if "framework" in kwargs else default_framework()
     if framework not in FRAMEWORKS:
         raise MarkerError(f"@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not {framework!r}")
-    return Need(count, min_memory, capability, framework)
+    return Need(count, min_memory, capability, framework, "framework" in kwargs)
 
 
 @dataclass(frozen=True)
@@ -267,6 +274,8 @@ def answer(machine: Machine, need: Need, ordinals: tuple[int, ...] | None = None
     root cause's id and summary). ``ordinals``: the GPUs this xdist worker was given (``for_worker``)."""
     result = machine.result
     if need.framework == "tensorflow" and "tensorflow" not in machine.gpus and result.complete:
+        if not need.framework_given:
+            return answer(machine, replace(need, framework=None), ordinals, per_worker)
         return Answer(
             False,
             "TensorFlow was not diagnosed (--gpucheck-framework=none): only tests marked gpu(framework=None) can be "

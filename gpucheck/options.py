@@ -32,6 +32,12 @@ def add_options(parser: pytest.Parser) -> None:
         else:
             group.addoption(opt.flag, dest=opt.dest, default=None, metavar=opt.metavar, help=text)
         parser.addini(opt.ini, f"gpucheck: {opt.help}", default=None)
+    parser.addini(
+        "gpucheck_marker",
+        "gpucheck: the marker gpucheck decides (any name; 'none': no marker). Not set: gpu, unless the project "
+        "registers a gpu marker of its own (docs/own-suites.md)",
+        default=None,
+    )
 
 
 def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Settings:

@@ -23,7 +23,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # trylast: the project's conftests and other plugins register their markers first (gpucheck.suite.ownership).
     suite.register(config)
     if not config.getoption("gpucheck", default=False):
         return

@@ -9,18 +9,19 @@ diagnosis starts only when a collected test carries the marker (or asks for one 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
 import warnings
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from gpucheck.diagnosis import Diagnosis, Result
     from gpucheck.marker import Answer, Gpu, Machine, Need
     from gpucheck.settings import Settings
@@ -34,17 +35,101 @@ SESSION_PLUGIN_NAME = "gpucheck-session"
 WORKERINPUT_KEY = "gpucheck_shared"
 #: The workerinput key that says who diagnoses (``gpucheck.shared.PRODUCER_KEY``).
 PRODUCER_KEY = "gpucheck_producer"
-MARKER = "gpu"
-#: The line ``pytest --markers`` shows.
+LEFT_ALONE_PLUGIN_NAME = "gpucheck-suite-left-alone"
+#: The marker's help after its name (``pytest --markers``): ``NAME(count=1, ...): the test needs ...``.
 MARKER_HELP = (
-    "gpu(count=1, min_memory=None, compute_capability=None, framework='tensorflow'): the test needs COUNT "
-    "GPUs that FRAMEWORK (framework=None: the CUDA driver) can use here, each with at least MIN_MEMORY "
-    "('8GiB') and compute capability COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root cause where "
-    "the machine cannot, or fails it with --gpucheck-require"
+    "(count=1, min_memory=None, compute_capability=None, framework=...): gpucheck's marker: the test needs "
+    "COUNT GPUs that FRAMEWORK (framework=None: the CUDA driver; not given: TensorFlow where it is installed, "
+    "else the driver) can use here, each with at least MIN_MEMORY ('8GiB') and compute capability "
+    "COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root cause where the machine cannot, or fails it "
+    "with --gpucheck-require"
 )
 #: The option whose mere presence sets up the workers' environment (read without resolving the others).
 _ENV_SETTINGS = ("gpus-per-worker",)
 ANSWER = pytest.StashKey["Answer"]()
+#: The marker gpucheck owns when the project says nothing (and has no ``gpu`` marker of its own).
+DEFAULT_MARKER = "gpu"
+#: The ini value by which a project hands a marker to gpucheck (``gpucheck_marker = gpu``; ``none``: no marker).
+MARKER_INI = "gpucheck_marker"
+_MARKER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def marker_name(line: str) -> str:
+    """The marker a ``markers`` ini line registers: ``"gpu(count): ..."`` and ``"gpu: ..."`` are ``gpu``."""
+    return line.split(":", 1)[0].split("(", 1)[0].strip()
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Whose the ``gpu`` marker is in this run (docs/own-suites.md, "Whose marker is it?")."""
+
+    #: The marker gpucheck decides, or None: gpucheck decides no test by its marks.
+    name: str | None
+    #: Whether gpucheck adds its own line to the ``markers`` ini value (never a second line for one name).
+    register: bool
+    #: The project's own marker gpucheck leaves alone (said once at the end of a run that has such tests).
+    left_alone: str | None = None
+    #: Whether the project chose (``gpucheck_marker``): then nothing registered later changes it.
+    chosen: bool = False
+
+
+def ownership(chosen: str | None, registered: Sequence[str], strict: bool) -> Ownership:
+    """The rule. ``chosen``: the ``gpucheck_marker`` ini value (None when not set); ``registered``: the
+    ``markers`` ini lines of the project and its other plugins (gpucheck's own line not among them);
+    ``strict``: pytest's ``strict_markers``.
+
+    - ``gpucheck_marker = NAME``: NAME is gpucheck's, whatever else registers it; ``none``: no marker is.
+    - Otherwise a project that registers ``gpu`` itself keeps it: gpucheck neither registers a second one nor
+      decides those tests.
+    - Otherwise ``gpu`` is gpucheck's, registered by it, except under ``--strict-markers``: there a ``gpu`` the
+      project did not register stays an error, as the project asked (it opts in with ``gpucheck_marker``).
+    """
+    names = {marker_name(line) for line in registered}
+    if chosen is not None:
+        value = chosen.strip()
+        if value.lower() == "none":
+            return Ownership(None, False, chosen=True)
+        if not _MARKER_NAME.match(value):
+            raise ValueError(f"{MARKER_INI} must be a marker name (like gpu) or none, not {chosen!r}")
+        return Ownership(value, value not in names, chosen=True)
+    if DEFAULT_MARKER in names:
+        return Ownership(None, False, left_alone=DEFAULT_MARKER)
+    if strict:
+        return Ownership(None, False)
+    return Ownership(DEFAULT_MARKER, True)
+
+
+
+
+def marker_line(name: str) -> str:
+    """gpucheck's line in the ``markers`` ini value for the marker ``name``."""
+    return name + MARKER_HELP
+
+
+def _strict_markers(config: pytest.Config) -> bool:
+    """pytest's ``strict_markers`` (``--strict-markers``, or ``strict``, pytest 9), or pytest 8's option."""
+    for name in ("strict_markers", "strict"):
+        try:
+            value = config.getini(name)
+        except ValueError:  # not an ini value of this pytest
+            continue
+        if value is not None:
+            return bool(value)
+    return bool(getattr(config.option, "strict_markers", False) or getattr(config.option, "strict", False))
+
+
+def _registered_by_others(config: pytest.Config) -> list[str]:
+    """The ``markers`` ini lines of the project and its other plugins (gpucheck's own lines left out)."""
+    lines = config.getini("markers")
+    return [line for line in lines if not line.endswith(MARKER_HELP)] if isinstance(lines, list) else []
+
+
+def _chosen(config: pytest.Config) -> str | None:
+    try:
+        value = config.getini(MARKER_INI)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def _given(config: pytest.Config, name: str) -> bool:
@@ -65,8 +150,12 @@ def _is_worker(config: pytest.Config) -> bool:
 class SuitePlugin:
     """The suite side of one pytest process (a plain run, an xdist controller or one of its workers)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, owner: Ownership) -> None:
         self.config = config
+        #: Whose the marker is in this run (``gpucheck.marker.ownership``).
+        self.owner = owner
+        #: Tests of the project's own ``gpu`` marker that gpucheck left alone (counted from their reports).
+        self.left_alone = 0
         self._settings: Settings | None = None
         self._diagnosis: Diagnosis | None = None
         self._machine: Machine | None = None
@@ -232,15 +321,33 @@ class SuitePlugin:
 
     # --- collection: only a marked test starts anything -------------------------------------------------
 
+    @property
+    def marker(self) -> str | None:
+        """The marker gpucheck decides in this run, or None."""
+        return self.owner.name
+
+    def recheck_owner(self) -> None:
+        """A conftest below the root (or a plugin) may register its own ``gpu`` during collection: it is the
+        project's then, as if registered from the start (only gpucheck's line is already in ``--markers``)."""
+        if self.owner.chosen or self.owner.name is None:
+            return
+        if any(marker_name(line) == DEFAULT_MARKER for line in _registered_by_others(self.config)):
+            self.owner = Ownership(None, False, left_alone=DEFAULT_MARKER)
+            watch_left_alone(self.config, self)
+
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        marked = [item for item in items if item.get_closest_marker(MARKER) is not None]
+        self.recheck_owner()
+        name = self.marker
+        if name is None:
+            return
+        marked = [item for item in items if item.get_closest_marker(name) is not None]
         if not marked:
             return
         from gpucheck.marker import MarkerError, parse_need
 
         for item in marked:
-            mark = item.get_closest_marker(MARKER)
+            mark = item.get_closest_marker(name)
             assert mark is not None
             try:
                 parse_need(mark.args, mark.kwargs)
@@ -248,17 +355,35 @@ class SuitePlugin:
                 raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         self.marked = len(marked)
         self.watch_marked()
-        self.start()
+        if not self.config.getoption("collectonly", default=False):
+            self.start()  # in the background: the tests before the first marked one run meanwhile
 
     # --- the fixtures -----------------------------------------------------------------------------------------
+
+    def answer_of(self, item: pytest.Item) -> Answer | None:
+        """The answer to a test of gpucheck's marker (asked once, kept in its stash), or None for any other."""
+        found: Answer | None = item.stash.get(ANSWER, None)
+        if found is not None:
+            return found
+        mark = item.get_closest_marker(self.marker) if self.marker is not None else None
+        if mark is None:
+            return None
+        from gpucheck.marker import parse_need
+
+        found = item.stash[ANSWER] = self.answer(parse_need(mark.args, mark.kwargs))
+        if found.runs:
+            item.user_properties.append(("gpucheck.gpus", ",".join(g.device for g in found.gpus)))
+        elif found.cause is not None:
+            item.user_properties.extend([("gpucheck.root_cause", found.cause.id), ("gpucheck.remedy", found.cause.remedy)])
+        return found
 
     def _gpus(self, request: pytest.FixtureRequest) -> tuple[Gpu, ...]:
         from gpucheck import marker, shared
 
-        found: Answer | None = request.node.stash.get(ANSWER, None)
+        found = self.answer_of(request.node)
         if found is not None and found.runs:
             return found.gpus
-        mark = request.node.get_closest_marker(MARKER)
+        mark = request.node.get_closest_marker(self.marker) if self.marker is not None else None
         framework = marker.parse_need(mark.args, mark.kwargs).framework if mark is not None else "tensorflow"
         every = marker.for_worker(self.machine().gpus_for(framework), shared.worker_ordinals(os.environ))
         return tuple(g for g in every if g.usable)
@@ -278,8 +403,12 @@ class SuitePlugin:
     def tf_gpu_device(self, request: pytest.FixtureRequest) -> str:
         """The ``tf.device`` string of a usable GPU of this process ("/GPU:0"), or a skip with the cause. With
         --gpucheck-worker-memory, TensorFlow (imported here) is first given that memory_limit on each GPU."""
-        found = request.node.stash.get(ANSWER, None)
+        found = self.answer_of(request.node)
         if found is not None and not found.runs:
+            if not self.settings().require:
+                from gpucheck.reportfile import one_line
+
+                raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
             return "/GPU:0"  # --gpucheck-require: the test fails at its call with the cause, before using it
         usable = self._gpus(request)
         if usable:
@@ -306,6 +435,12 @@ class SuitePlugin:
         return None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.left_alone and self.owner.left_alone is not None:
+            name = self.owner.left_alone
+            terminalreporter.write_line(
+                f"gpucheck: the `{name}` marker is this project's own (its `markers` register it): gpucheck left its "
+                f"{self.left_alone} test(s) alone; `{MARKER_INI} = {name}` in the ini file hands them to gpucheck"
+            )
         if self._gpucheck_run():
             return  # the --gpucheck session writes its own section
         result = self._final_result()
@@ -366,25 +501,35 @@ class MarkedTests:
     def __init__(self, suite: SuitePlugin) -> None:
         self.suite = suite
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        mark = item.get_closest_marker(MARKER)
-        if mark is None:
-            return
-        from gpucheck.marker import parse_need
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        """The project's own skips come first: its ``skip``/``skipif`` marks (pytest's skipping plugin), its
+        fixtures and ``importorskip`` in them run inside this wrapper, and keep their reasons. gpucheck decides
+        only a test that would otherwise run, or whose set-up failed on a machine that cannot run it."""
+        name = self.suite.marker
+        if name is None or item.get_closest_marker(name) is None:
+            return (yield)
+        try:
+            result = yield
+        except pytest.skip.Exception:
+            raise
+        except (Exception, pytest.fail.Exception) as exc:
+            self._decide(item, exc)
+            raise
+        self._decide(item, None)
+        return result
+
+    def _decide(self, item: pytest.Item, error: BaseException | None) -> None:
+        """Skip (or, under --gpucheck-require, fail) a test this machine cannot run, with the cause."""
         from gpucheck.reportfile import one_line
 
-        found = self.suite.answer(parse_need(mark.args, mark.kwargs))
-        item.stash[ANSWER] = found
-        if found.runs:
-            item.user_properties.append(("gpucheck.gpus", ",".join(g.device for g in found.gpus)))
+        found = self.suite.answer_of(item)
+        if found is None or found.runs:
             return
-        if found.cause is not None:
-            item.user_properties.extend(
-                [("gpucheck.root_cause", found.cause.id), ("gpucheck.remedy", found.cause.remedy)]
-            )
         if not self.suite.settings().require:
-            raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
+            raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True) from error
+        if error is not None:  # the set-up failed on a machine that cannot run the test: the cause is the news
+            pytest.fail(_require_text(found), pytrace=False)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
@@ -392,17 +537,39 @@ class MarkedTests:
         found = item.stash.get(ANSWER, None)
         if found is None or found.runs:
             return
-        from gpucheck.report import failure_text
-
-        text = found.reason
-        if found.cause is not None:
-            text += "\n\n" + failure_text(found.cause)
-        pytest.fail(f"--gpucheck-require: this machine cannot run this test: {text}", pytrace=False)
+        pytest.fail(_require_text(found), pytrace=False)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and not report.passed):
-            if MARKER in report.keywords:
+            if self.suite.marker is not None and self.suite.marker in report.keywords:
                 self.suite.outcomes[report.outcome] = self.suite.outcomes.get(report.outcome, 0) + 1
+
+
+class LeftAlone:
+    """Counts the tests of the project's own ``gpu`` marker (registered only where the project has one), for
+    the one line at the end of the run."""
+
+    def __init__(self, suite: SuitePlugin) -> None:
+        self.suite = suite
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        name = self.suite.owner.left_alone
+        if report.when == "setup" and name is not None and name in report.keywords:
+            self.suite.left_alone += 1
+
+
+def watch_left_alone(config: pytest.Config, suite: SuitePlugin) -> None:
+    if not config.pluginmanager.has_plugin(LEFT_ALONE_PLUGIN_NAME):
+        config.pluginmanager.register(LeftAlone(suite), LEFT_ALONE_PLUGIN_NAME)
+
+
+def _require_text(found: Answer) -> str:
+    from gpucheck.report import failure_text
+
+    text = found.reason
+    if found.cause is not None:
+        text += "\n\n" + failure_text(found.cause)
+    return f"--gpucheck-require: this machine cannot run this test: {text}"
 
 
 def _bound_tensorflow(megabytes: int) -> None:
@@ -432,15 +599,25 @@ def _megabytes(amount: str) -> int:
 
 
 def register(config: pytest.Config) -> None:
-    """Called by the plugin's pytest_configure on every run: the marker, and this process's suite side."""
-    config.addinivalue_line("markers", MARKER_HELP)
-    config.pluginmanager.register(SuitePlugin(config), PLUGIN_NAME)
+    """Called by the plugin's pytest_configure on every run (after the project's own, trylast): whose the
+    marker is, gpucheck's line for it where it is gpucheck's, and this process's suite side."""
+    try:
+        owner = ownership(_chosen(config), _registered_by_others(config), _strict_markers(config))
+    except ValueError as exc:
+        raise pytest.UsageError(f"{exc} ({config.inipath or 'the ini file'})") from None
+    if owner.register and owner.name is not None:
+        config.addinivalue_line("markers", marker_line(owner.name))
+    suite = SuitePlugin(config, owner)
+    config.pluginmanager.register(suite, PLUGIN_NAME)
+    if owner.left_alone is not None:
+        watch_left_alone(config, suite)
 
 
 def unregister(config: pytest.Config) -> None:
-    marked = config.pluginmanager.get_plugin(MARKED_PLUGIN_NAME)
-    if marked is not None:
-        config.pluginmanager.unregister(marked, MARKED_PLUGIN_NAME)
+    for name in (MARKED_PLUGIN_NAME, LEFT_ALONE_PLUGIN_NAME):
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
     plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
     if isinstance(plugin, SuitePlugin):
         plugin.close()

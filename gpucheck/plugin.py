@@ -1,4 +1,5 @@
-"""The pytest plugin (entry point ``pytest11: gpucheck``): options, activation, hooks.
+"""The pytest plugin (registered as ``gpucheck`` by the entry point ``pytest11: pytest_gpucheck``, pytest_gpucheck.py):
+options, activation, hooks.
 
 Without ``--gpucheck`` this module only registers options, the ``gpu`` marker and the suite side
 (``gpucheck.suite``): it imports nothing heavy and loads no shared library, since it is loaded on every

@@ -88,6 +88,15 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     "pytest -n 2 --gpucheck-gpus-per-worker=1 --gpucheck-framework=none --gpucheck-json=gpucheck-report.json -rs "
     "tests/test_worker_view.py":
         Elsewhere("tests/test_own_suites.py::test_two_gpus_one_per_worker_and_one_diagnosis", 'sample("per-worker")'),
+    # docs/measured.md
+    "bash tools/gpu-acceptance.sh --no-install --archive gpu-acceptance.tgz gpu-acceptance":
+        Elsewhere("tests/test_gpu_acceptance.py::acceptance", '"--no-install", "--archive"'),
+    "bash tools/gpu-acceptance.sh gpu-acceptance":
+        Cannot("a fresh venv with TensorFlow's CUDA wheels (about 3 GB from PyPI), for a GPU machine with network; "
+               "tests/test_gpu_acceptance.py runs the same script with --no-install"),
+    # docs/troubleshooting.md
+    "pip uninstall -y gpucheck pytest-gpucheck && pip install pytest-gpucheck":
+        Elsewhere("tests/test_pypi_clash.py::test_both_orders_then_the_other_uninstalled", "assert_fixed("),
 }
 
 #: Pages the README links to that other branches write (the `gpu` marker and the pytest-html hook, issue 27); once

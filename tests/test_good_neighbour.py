@@ -293,10 +293,17 @@ def test_bare(gpus):
 @pytest.mark.gpu(framework="tensorflow")
 def test_asks_for_tensorflow():
     pass
+
+@pytest.mark.gpu
+def test_bare_with_tensorflows_fixture(tf_gpu_device):
+    import tensorflow
 """)
     result, got = _run(pytester)
     assert got["test_bare"] == ("passed", ""), (got, result.stdout.str())
-    assert got["test_asks_for_tensorflow"][0] == "skipped" and "framework-missing" in got["test_asks_for_tensorflow"][1], got
+    # A bare marker asks the driver, but the fixture is TensorFlow's: it asks TensorFlow (seen on a real H200
+    # without TensorFlow: the fixture failed on ``import tensorflow`` before it asked, docs/measured.md).
+    for name in ("test_asks_for_tensorflow", "test_bare_with_tensorflows_fixture"):
+        assert got[name][0] == "skipped" and "framework-missing" in got[name][1], got
     assert h100.read_text().count("probe_cuda_driver") == 1  # one diagnosis
 
 

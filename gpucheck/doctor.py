@@ -26,7 +26,7 @@ from gpucheck import registry
 from gpucheck.diagnosis import Diagnosis, Result
 from gpucheck.isolation import Interrupts, ignore_interrupts
 from gpucheck.model import ACTIONS, Finding, action_rank
-from gpucheck.report import node_action, report_json
+from gpucheck.report import node_action, other_faults, report_json, root_cause_lines
 from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, reader_gone, write_report
 from gpucheck.settings import OPTIONS, Option, SettingError, Settings, conflicts, resolve
 
@@ -56,16 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for opt in OPTIONS:
         if opt.name in _OWN or opt.pytest_only:
             continue
-        # argparse %-formats help texts: a literal "10%" must reach it as "10%%".
-        text = f"{opt.help}. Also {opt.env}.".replace("%", "%%")
-        if opt.const is not None:
-            parser.add_argument(
-                flag(opt), dest=opt.dest, default=None, nargs="?", const=opt.const, metavar=opt.metavar, help=text
-            )
-        elif opt.switch:
-            parser.add_argument(flag(opt), dest=opt.dest, default=None, action="store_const", const="true", help=text)
-        else:
-            parser.add_argument(flag(opt), dest=opt.dest, default=None, metavar=opt.metavar, help=text)
+        parser.add_argument(flag(opt), **opt.arguments(f"{opt.help}. Also {opt.env}."))
     parser.add_argument(
         "--json", dest="doctor_json", metavar="PATH|-", default=None,
         help="write the report JSON (schema gpucheck-report/1, as pytest --gpucheck --gpucheck-json) to PATH, "
@@ -218,14 +209,9 @@ def summary(result: Result, fail_on: str, interrupted: str | None) -> list[str]:
     lines = [f"gpucheck doctor: {result.verdict} ({usable}); recommended action: {node_action(result)}"]
     if interrupted is not None:
         lines.append(f"stopped by {interrupted} before the diagnosis finished; the probes were stopped")
-    rc = result.root_cause
-    if rc is not None:
-        lines.append(f"root cause: {rc.id} ({rc.layer}): {rc.summary}")
-        lines.append(f"  remedy: {rc.remedy}")
-        lines.append(f"  action: {rc.action}")
-    for f in result.findings:
-        if f is rc or not f.is_fault or result.cause_blocked_by(f) is not None:
-            continue
+    if result.root_cause is not None:
+        lines.extend(root_cause_lines(result.root_cause, full=False))
+    for f in other_faults(result):
         lines.append(f"also: {f.id} ({f.layer}, {f.severity.value}, action {f.action}): {f.summary}")
     return [one_line(line) for line in lines]
 

@@ -407,6 +407,26 @@ class TfDevice:
     device_type: str
     details: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def capability(self) -> tuple[int, int] | None:
+        """The compute capability TensorFlow's device details give, as a pair of integers (``(9, 0)``; ``[9, 0]``
+        once through JSON); None where they give none."""
+        cc = self.details.get("compute_capability")
+        if isinstance(cc, (list, tuple)) and len(cc) == 2 and all(type(v) is int for v in cc):
+            return (cc[0], cc[1])
+        return None
+
+
+def gpu_index(device: str) -> int | None:
+    """The number of the TensorFlow GPU a device name names, as TensorFlow writes it in any case: ``/GPU:1``,
+    ``GPU:1``, ``/job:localhost/replica:0/task:0/device:GPU:1`` -> 1; None for another device (``/CPU:0``) or
+    no number (``/GPU:x``, ``/GPU:-1``)."""
+    dev = device.upper()
+    if "GPU:" not in dev:
+        return None
+    tail = dev.rsplit("GPU:", 1)[1]
+    return int(tail) if tail.isascii() and tail.isdigit() else None
+
 
 @dataclass(frozen=True)
 class FrameworkFacts:
@@ -419,7 +439,7 @@ class FrameworkFacts:
     devices: tuple[TfDevice, ...]
     gpus: tuple[TfDevice, ...]
     list_devices_error: str | None
-    #: Steps of the TensorFlow child (``Layer.tf_steps``) that raised, or could not be loaded: key -> error.
+    #: Steps of the TensorFlow child (the units' ``Unit.tf_steps``) that raised, or could not be loaded: key -> error.
     step_errors: dict[str, str] = field(default_factory=dict)
 
 

@@ -92,7 +92,7 @@ class ChildRunner:
                     timed_out = False
                 except subprocess.TimeoutExpired:
                     timed_out = True
-                    _kill_group(proc)
+                    kill_group(proc)
                     try:
                         output, _ = proc.communicate(timeout=REAP_TIMEOUT_S)
                     except subprocess.TimeoutExpired:
@@ -128,7 +128,7 @@ class ChildRunner:
             self._closed = True
             live = list(self._live)
         for proc in live:
-            _kill_group(proc)
+            kill_group(proc)
 
 
 def _left_in_capture(directory: Path) -> list[str]:
@@ -143,7 +143,10 @@ def _left_in_capture(directory: Path) -> list[str]:
     return lines
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to a child started in a session of its own (``start_new_session``) and everything in its process
+    group. Nothing left to kill (ESRCH), or nothing that may be killed (EPERM: killpg fails only where no process
+    of the group could be signalled), is not an error."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

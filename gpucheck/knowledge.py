@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 Version = tuple[int, ...]
+T = TypeVar("T")
 
 
 def parse_version(text: str | None) -> Version | None:
@@ -295,6 +297,26 @@ def model_name(name: str) -> str:
     return _VENDOR_PREFIX.sub("", name.strip()).strip()
 
 
+#: A data file's models, each with its ``names`` patterns compiled: (patterns, what the file says of the model).
+ModelTable = tuple[tuple[tuple[re.Pattern[str], ...], T], ...]
+
+
+def model_table(rows: list[dict[str, Any]], entry: Callable[[dict[str, Any]], T]) -> ModelTable[T]:
+    """The ``models`` of a data file (``gpu_performance.json``, ``nvlink_skus.json``), in file order: each row's
+    ``names`` (regular expressions, case-insensitive; a row without is reached by no name) and ``entry(row)``."""
+    return tuple((tuple(re.compile(p, re.IGNORECASE) for p in row.get("names") or ()), entry(row)) for row in rows)
+
+
+def find_model(table: ModelTable[T], name: str | None) -> T | None:
+    """What ``table`` says of the model the device name ``name`` belongs to (as NVML, nvidia-smi or TensorFlow
+    report it): the first row one of whose ``names`` matches the whole of :func:`model_name`; None for None or an
+    unknown model."""
+    wanted = model_name(name) if name else ""
+    if not wanted:
+        return None
+    return next((e for patterns, e in table if any(p.fullmatch(wanted) for p in patterns)), None)
+
+
 @dataclass(frozen=True)
 class NvlinkSku:
     """What a GPU model's NVLinks look like when healthy (``data/nvlink_skus.json``)."""
@@ -316,28 +338,22 @@ class NvlinkSku:
         return max(self.healthy)
 
 
-@cache
-def _nvlink_table() -> tuple[tuple[tuple[re.Pattern[str], ...], NvlinkSku], ...]:
-    rows: list[dict[str, Any]] = data("nvlink_skus.json")["models"]
-    return tuple(
-        (
-            tuple(re.compile(p, re.IGNORECASE) for p in row["names"]),
-            NvlinkSku(
-                model=str(row["model"]),
-                kind=str(row["kind"]),
-                healthy=tuple(int(n) for n in row["healthy"]),
-                slots=int(row["slots"]) if row.get("slots") is not None else None,
-                sources=tuple(str(s) for s in row["sources"]),
-                note=str(row.get("note", "")),
-            ),
-        )
-        for row in rows
+def _nvlink_sku(row: dict[str, Any]) -> NvlinkSku:
+    return NvlinkSku(
+        model=str(row["model"]),
+        kind=str(row["kind"]),
+        healthy=tuple(int(n) for n in row["healthy"]),
+        slots=int(row["slots"]) if row.get("slots") is not None else None,
+        sources=tuple(str(s) for s in row["sources"]),
+        note=str(row.get("note", "")),
     )
+
+
+@cache
+def _nvlink_table() -> ModelTable[NvlinkSku]:
+    return model_table(data("nvlink_skus.json")["models"], _nvlink_sku)
 
 
 def nvlink_sku(name: str | None) -> NvlinkSku | None:
     """The NVLink design of the model ``name`` (as NVML reports it) belongs to; None for an unknown model."""
-    wanted = model_name(name) if name else ""
-    if not wanted:
-        return None
-    return next((sku for patterns, sku in _nvlink_table() if any(p.fullmatch(wanted) for p in patterns)), None)
+    return find_model(_nvlink_table(), name)

@@ -18,7 +18,7 @@ from gpucheck.settings import Settings
 class Layer:
     name: str
     needs: tuple[str, ...]
-    #: Only the framework probes answer it: "not checked" with --gpucheck-framework=none.
+    #: About the framework (TensorFlow): not checked with --gpucheck-framework=none (``checked``).
     framework: bool = False
     #: Blockers of a layer it does not need as a whole that still block it: the performance layer needs
     #: ops to reach the GPU (no placement-failed, no soft-placement-fallback), not right results from

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpucheck.blocking import blocker_among, layers_needed
 from gpucheck.diagnosis import Result
-from gpucheck.facts import facts_of
+from gpucheck.facts import facts_of, gpu_index
 from gpucheck.model import Finding
 from gpucheck.rules.devicemap import device_map
 from gpucheck.settings import memory_bytes, parse_memory
@@ -170,24 +170,22 @@ def machine_gpus(result: Result, framework: str | None = "tensorflow") -> tuple[
     rows = device_map(facts)
     subject_of = {r.cuda_ordinal: f"GPU-{r.nvml_index}" for r in rows if r.cuda_ordinal is not None and r.nvml_index is not None}
     layers = LAYERS[framework]
-    entries: list[tuple[int, int | None, dict[str, Any]]] = []
+    entries: list[tuple[int, int | None, dict[str, Any], tuple[int, int] | None]] = []
     if framework == "tensorflow":
         tf = facts_of(facts.framework)
         if tf is None:
             return ()
-        ordinal_of = {int(r.tensorflow.split(":")[1]): r.cuda_ordinal for r in rows if r.tensorflow}
+        ordinal_of = {i: r.cuda_ordinal for r in rows if r.tensorflow and (i := gpu_index(r.tensorflow)) is not None}
         for n, dev in enumerate(tf.gpus):
             # TensorFlow numbers the GPUs it registers in CUDA ordinal order (gpucheck.rules.devicemap).
-            entries.append((n, ordinal_of.get(n, n if n in by_ordinal else None), dev.details))
+            entries.append((n, ordinal_of.get(n, n if n in by_ordinal else None), dev.details, dev.capability))
     else:
-        entries = [(d.ordinal, d.ordinal, {}) for d in by_ordinal.values()]
+        entries = [(d.ordinal, d.ordinal, {}, None) for d in by_ordinal.values()]
     out = []
-    for n, ordinal, details in entries:
+    for n, ordinal, details, cc in entries:
         cuda_dev = by_ordinal.get(ordinal) if ordinal is not None else None
-        cc = details.get("compute_capability")
         capability = (
-            _cc(cc[0], cc[1]) if isinstance(cc, (list, tuple)) and len(cc) == 2
-            else (_cc(cuda_dev.cc_major, cuda_dev.cc_minor) if cuda_dev is not None else None)
+            _cc(*cc) if cc is not None else (_cc(cuda_dev.cc_major, cuda_dev.cc_minor) if cuda_dev is not None else None)
         )
         subject = subject_of.get(ordinal) if ordinal is not None else None
         blocker = blocker_among(result.findings, layers, subject)

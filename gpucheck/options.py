@@ -21,16 +21,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="run gpucheck's diagnostic suite (alone when no path is given, else beside the given tests)",
     )
     for opt in OPTIONS:
-        # argparse %-formats help texts: a literal "10%" must reach it as "10%%".
-        text = f"{opt.help}. Also {opt.env} / ini {opt.ini}.".replace("%", "%%")
-        if opt.const is not None:
-            group.addoption(
-                opt.flag, dest=opt.dest, default=None, nargs="?", const=opt.const, metavar=opt.metavar, help=text
-            )
-        elif opt.switch:
-            group.addoption(opt.flag, dest=opt.dest, default=None, action="store_const", const="true", help=text)
-        else:
-            group.addoption(opt.flag, dest=opt.dest, default=None, metavar=opt.metavar, help=text)
+        group.addoption(opt.flag, **opt.arguments(f"{opt.help}. Also {opt.env} / ini {opt.ini}."))
         parser.addini(opt.ini, f"gpucheck: {opt.help}", default=None)
     parser.addini(
         "gpucheck_marker",

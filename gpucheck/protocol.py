@@ -90,7 +90,8 @@ def load_target(target: str) -> Callable[..., Any] | None:
 DEEP_ENV = "GPUCHECK_DEEP"
 
 #: The steps the TensorFlow child runs after its framework facts, in order, each as ``key=module:function``
-#: (comma-separated): the layers that need TensorFlow register them (``gpucheck.registry.tf_steps``).
+#: (comma-separated): the steps the units register (``Unit.tf_steps``) for the layers this run checks
+#: (``gpucheck.registry.tf_steps``).
 TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
 
 

@@ -41,17 +41,37 @@ def _evidence_lines(evidence: dict[str, Any], limit: int = 12) -> list[str]:
     return lines
 
 
-def failure_text(f: Finding) -> str:
-    lines = [f"{f.id} [{f.layer}, {f.severity.value}]: {f.summary}", f"  cause: {f.cause}"]
-    ev = _evidence_lines(f.evidence)
-    if ev:
-        lines.append("  evidence:")
-        lines.extend(ev)
+def _detail_lines(f: Finding, full: bool = True) -> list[str]:
+    """A finding's lines below its first: its cause and evidence (``full``), its remedy and action. Values come from
+    the environment and from files (TF_CONFIG, a host name, a log): an escape sequence in one must reach the
+    terminal as text, never as a command to it, so each line is one printable line."""
+    lines = []
+    if full:
+        lines.append(f"  cause: {f.cause}")
+        ev = _evidence_lines(f.evidence)
+        if ev:
+            lines.append("  evidence:")
+            lines.extend(ev)
     lines.append(f"  remedy: {f.remedy}")
     lines.append(f"  action: {f.action}")
-    # Values come from the environment and from files (TF_CONFIG, a host name, a log): an escape sequence in
-    # one must reach the terminal as text, never as a command to it.
-    return "\n".join(one_line(line) for line in lines)
+    return [one_line(line) for line in lines]
+
+
+def failure_text(f: Finding) -> str:
+    return "\n".join([one_line(f"{f.id} [{f.layer}, {f.severity.value}]: {f.summary}"), *_detail_lines(f)])
+
+
+def root_cause_lines(rc: Finding, full: bool = True) -> list[str]:
+    """The root cause as every summary gives it (the terminal's, the marked tests', ``gpucheck doctor``'s): its
+    headline, then its cause and evidence (not with ``full=False``: the doctor's short summary), its remedy and
+    action; each one printable line."""
+    return [one_line(f"root cause: {rc.id} ({rc.layer}): {rc.summary}"), *_detail_lines(rc, full)]
+
+
+def other_faults(result: Result) -> list[Finding]:
+    """The faults beside the root cause that are not consequences of a broken layer they need: the summaries
+    name each (their checks answer them)."""
+    return [f for f in result.findings if f is not result.root_cause and f.is_fault and result.cause_blocked_by(f) is None]
 
 
 def _not_loaded(name: str, error: str | None) -> str:
@@ -148,11 +168,10 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
         out.append((f"{state.layer:<{width}}  {state.state:<11} {detail}".rstrip(), _STATE_MARKUP[state.state]))
     out.append(("", {}))
     if rc is not None:
-        out.append((f"root cause: {rc.id} ({rc.layer}): {rc.summary}", {"red": True, "bold": True}))
-        out.extend((line, {}) for line in failure_text(rc).splitlines()[1:])
-    # Faults that are not consequences of a broken layer they need: their checks answer them.
-    others = [f for f in result.findings if f is not rc and f.is_fault and result.cause_blocked_by(f) is None]
-    for f in others:
+        headline, *details = root_cause_lines(rc)
+        out.append((headline, {"red": True, "bold": True}))
+        out.extend((line, {}) for line in details)
+    for f in other_faults(result):
         lead = "also, not caused by the root cause" if independent_of(f, rc) else "also"
         out.append((f"{lead}: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
     if result.facts is not None:

@@ -60,6 +60,17 @@ class Option:
     def ini(self) -> str:
         return self.dest
 
+    def arguments(self, text: str) -> dict[str, Any]:
+        """How a command line takes it: the keywords of argparse's ``add_argument`` and pytest's ``addoption``
+        after the flag (``--gpucheck-X`` for pytest, ``--X`` for ``gpucheck doctor``), with ``text`` as its help."""
+        # argparse %-formats help texts: a literal "10%" must reach it as "10%%".
+        keywords: dict[str, Any] = {"dest": self.dest, "default": None, "help": text.replace("%", "%%")}
+        if self.const is not None:
+            return {**keywords, "nargs": "?", "const": self.const, "metavar": self.metavar}
+        if self.switch:
+            return {**keywords, "action": "store_const", "const": "true"}
+        return {**keywords, "metavar": self.metavar}
+
 
 def parse_seconds(text: str) -> float:
     try:

@@ -30,6 +30,7 @@ from gpucheck.isolation import ChildRunner
 from gpucheck.marker import Gpu, Machine
 from gpucheck.model import NO_ACTION, Finding, Severity
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_hardware_within
+from gpucheck.probes.visibility import parse_cuda_visible_devices
 from gpucheck.settings import Settings
 
 SCHEMA = "gpucheck-shared/1"
@@ -230,18 +231,12 @@ class Assignment:
 
 
 def visible_entries(environ: Mapping[str, str]) -> list[str] | None:
-    """The entries of CUDA_VISIBLE_DEVICES as the driver honours them (up to the first empty one), None when
-    unset."""
+    """The entries of CUDA_VISIBLE_DEVICES the driver honours (up to the first invalid one: empty, negative, not
+    an index, GPU- or MIG- id, or repeated; ``gpucheck.probes.visibility``), None when unset."""
     value = environ.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return None
-    entries = []
-    for entry in value.split(","):
-        entry = entry.strip()
-        if not entry or entry.startswith("-"):
-            break
-        entries.append(entry)
-    return entries
+    return [e.text for e in parse_cuda_visible_devices(value, None) if e.honoured]
 
 
 def assign_gpus(entries: list[str] | None, gpu_count: int, workers: int, per_worker: int) -> Assignment:

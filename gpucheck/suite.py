@@ -15,7 +15,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -403,25 +403,30 @@ class SuitePlugin:
     def tf_gpu_device(self, request: pytest.FixtureRequest) -> str:
         """The ``tf.device`` string of a usable GPU of this process ("/GPU:0"), or a skip with the cause. With
         --gpucheck-worker-memory, TensorFlow (imported here) is first given that memory_limit on each GPU."""
-        found = self.answer_of(request.node)
-        if found is not None and not found.runs:
-            if not self.settings().require:
-                from gpucheck.reportfile import one_line
-
-                raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
-            return "/GPU:0"  # --gpucheck-require: the test fails at its call with the cause, before using it
-        usable = self._gpus(request)
-        if usable:
-            limit = self.settings().worker_memory
-            if limit is not None and not self._bounded:
-                self._bounded = True
-                _bound_tensorflow(_megabytes(limit))
-            return usable[0].device
-        from gpucheck import marker, shared
+        from gpucheck import marker
         from gpucheck.reportfile import one_line
 
-        why = marker.answer(self.machine(), marker.Need(), shared.worker_ordinals(os.environ)).reason
-        raise pytest.skip.Exception(one_line(why), _use_item_location=True)
+        item = request.node
+        found = self.answer_of(item)
+        mark = item.get_closest_marker(self.marker) if self.marker is not None else None
+        need = marker.parse_need(mark.args, mark.kwargs) if mark is not None else marker.Need()
+        if found is not None and found.runs and need.framework != "tensorflow":
+            # Marked for the driver's GPUs (framework=None, or a bare marker where TensorFlow is not installed):
+            # this fixture is TensorFlow's, and asks TensorFlow for the same GPUs (framework-missing, say).
+            found = self.answer(replace(need, framework="tensorflow", framework_given=True))
+            if not found.runs and self.settings().require:
+                pytest.fail(_require_text(found), pytrace=False)
+        elif found is None:
+            found = self.answer(marker.Need())
+        if not found.runs:
+            if mark is not None and self.settings().require:
+                return "/GPU:0"  # --gpucheck-require: the test fails at its call with the cause, before using it
+            raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
+        limit = self.settings().worker_memory
+        if limit is not None and not self._bounded:
+            self._bounded = True
+            _bound_tensorflow(_megabytes(limit))
+        return found.gpus[0].device
 
     # --- the end: the summary and the report, written once -------------------------------------------------
 
@@ -453,16 +458,16 @@ class SuitePlugin:
             tr.write_line(f"gpus per worker: {line}")
         if result is None:
             return
-        from gpucheck.report import failure_text, summary_lines
+        from gpucheck.report import root_cause_lines, summary_lines
         from gpucheck.reportfile import one_line
 
         counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.outcomes.items()))
         tr.write_line(f"{marked} marked test(s): {counts}" if marked else "no marked test ran")
-        rc = result.root_cause
-        if rc is not None:
-            tr.write_line(one_line(f"root cause: {rc.id} ({rc.layer}): {rc.summary}"), red=True, bold=True)
-            for line in failure_text(rc).splitlines()[1:]:
-                tr.write_line(one_line(line))
+        if result.root_cause is not None:
+            headline, *details = root_cause_lines(result.root_cause)
+            tr.write_line(headline, red=True, bold=True)
+            for line in details:
+                tr.write_line(line)
         if result.verdict != "accelerated" and self.outcomes.get("passed", 0):
             tr.write_line(
                 f"the marked tests that ran, ran on a machine whose verdict is {result.verdict}: see the findings above",

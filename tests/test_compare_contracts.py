@@ -1,4 +1,4 @@
-"""``gpucheck compare``'s verdicts and exit status (``gpucheck/compare.py``) as pure functions, in-process, so that
+"""``gpucheck compare``'s verdicts and exit status (``gpucheck/compare/``) as pure functions, in-process, so that
 ``tox -e mutation`` sees its mutants (docs/mutation.md). Each test states a promise of ../shared/DESIGN.md
 ("Contract: comparing runs": exit 0 no regression, 1 a regression beyond the threshold; a change within the runs'
 own spread is not a regression) or docs/benchmarks.md ("Did it get slower?": faster, slower, same (within noise),
@@ -26,7 +26,7 @@ import pytest
 from pytest_benchmark.stats import Stats
 
 from gpucheck import compare
-from gpucheck.compare import NO_SPREAD, RANK_TEST, WELCH, Bench, Run
+from gpucheck.compare import NO_SPREAD, RANK_TEST, WELCH, Bench, Run, stats, verdicts
 from tests.test_compare import bench_entry
 from tests.test_compare_real import CACHEW_8, CACHEW_9, GAB_NEW, GAB_OLD, PB_1, PB_30
 
@@ -269,7 +269,7 @@ def test_the_noise_column_is_the_larger_relative_iqr_of_the_chosen_statistic() -
     assert row(base, new).noise == 0.25 and row(new, base).noise == 0.25
     assert row(base, new, metric="mean").noise == 0.125
     assert row(bench(median=2.0, mean=4.0, min=1.0, max=8.0), new).noise == 0.1  # no IQR saved: none
-    assert compare._relative_iqr(bench(median=2.0, mean=4.0, min=1.0, max=8.0, iqr=-0.5), "median") == 0.25
+    assert verdicts._relative_iqr(bench(median=2.0, mean=4.0, min=1.0, max=8.0, iqr=-0.5), "median") == 0.25
 
 
 def test_the_exit_status_is_1_exactly_when_a_row_is_slower() -> None:
@@ -327,14 +327,14 @@ def test_figures_higher_or_lower_is_better() -> None:
     assert [f.figure for f in c.figures] == ["tflops", "gbps", "samples_per_s", "efficiency", "latency_us"]
     tflops = c.figures[0]
     assert (tflops.name, tflops.base, tflops.new, tflops.change) == ("t", 100.0, 110.0, pytest.approx(0.1))
-    lat = compare._figures("t", bench(x, extra={"latency_us": 60}), bench(x, extra={"latency_us": 50}), 0.05)
+    lat = verdicts._figures("t", bench(x, extra={"latency_us": 60}), bench(x, extra={"latency_us": 50}), 0.05)
     assert [(f.verdict, f.change) for f in lat] == [("better", pytest.approx(-1 / 6))]
     # The threshold bounds a figure as it bounds a time: exactly the threshold is the same.
-    assert [f.verdict for f in compare._figures("t", bench(x, extra={"gbps": 4.0}), bench(x, extra={"gbps": 5.0}),
+    assert [f.verdict for f in verdicts._figures("t", bench(x, extra={"gbps": 4.0}), bench(x, extra={"gbps": 5.0}),
                                                  0.25)] == ["same"]
-    assert [f.verdict for f in compare._figures("t", bench(x, extra={"gbps": 4.0}), bench(x, extra={"gbps": 5.0}),
+    assert [f.verdict for f in verdicts._figures("t", bench(x, extra={"gbps": 4.0}), bench(x, extra={"gbps": 5.0}),
                                                  math.nextafter(0.25, 0))] == ["better"]
-    assert [f.verdict for f in compare._figures("t", bench(x, extra={"latency_us": 4}),
+    assert [f.verdict for f in verdicts._figures("t", bench(x, extra={"latency_us": 4}),
                                                  bench(x, extra={"latency_us": 3}), 0.25)] == ["same"]
     # Figures never decide the exit status.
     assert c.exit_status == 0
@@ -400,16 +400,16 @@ def test_the_incomplete_beta_function_against_its_closed_forms() -> None:
     I_0 = 0 and I_1 = 1."""
     for x in (0.01, 0.2, 0.5, 0.77, 0.99):
         for a in (0.5, 1.0, 2.5, 7.0, 40.0):
-            assert compare._betainc(a, 1.0, x) == pytest.approx(x**a, rel=1e-10, abs=1e-300)
-            assert compare._betainc(1.0, a, x) == pytest.approx(1 - (1 - x) ** a, rel=1e-10, abs=1e-300)
-            assert compare._betainc(a, 3.0, x) == pytest.approx(1 - compare._betainc(3.0, a, 1 - x), rel=1e-9, abs=1e-12)
+            assert stats._betainc(a, 1.0, x) == pytest.approx(x**a, rel=1e-10, abs=1e-300)
+            assert stats._betainc(1.0, a, x) == pytest.approx(1 - (1 - x) ** a, rel=1e-10, abs=1e-300)
+            assert stats._betainc(a, 3.0, x) == pytest.approx(1 - stats._betainc(3.0, a, 1 - x), rel=1e-9, abs=1e-12)
     for a in (0.5, 3.0, 12.5, 100.0):
-        assert compare._betainc(a, a, 0.5) == pytest.approx(0.5, rel=1e-12)
+        assert stats._betainc(a, a, 0.5) == pytest.approx(0.5, rel=1e-12)
     # I_x(1/2, 1/2) = (2/π) arcsin(√x): the arcsine distribution's CDF (Wikipedia, "Arcsine distribution").
     for x in (0.1, 0.4, 0.9):
-        assert compare._betainc(0.5, 0.5, x) == pytest.approx(2 / math.pi * math.asin(math.sqrt(x)), rel=1e-10)
-    assert compare._betainc(2.0, 3.0, 0.0) == 0.0 and compare._betainc(2.0, 3.0, -1.0) == 0.0
-    assert compare._betainc(2.0, 3.0, 1.0) == 1.0 and compare._betainc(2.0, 3.0, 2.0) == 1.0
+        assert stats._betainc(0.5, 0.5, x) == pytest.approx(2 / math.pi * math.asin(math.sqrt(x)), rel=1e-10)
+    assert stats._betainc(2.0, 3.0, 0.0) == 0.0 and stats._betainc(2.0, 3.0, -1.0) == 0.0
+    assert stats._betainc(2.0, 3.0, 1.0) == 1.0 and stats._betainc(2.0, 3.0, 2.0) == 1.0
 
 
 def test_welchs_t_against_its_formula() -> None:
@@ -489,8 +489,8 @@ def test_long_samples_are_thinned_to_the_same_distribution() -> None:
     assert compare.mann_whitney_p(a[:1500] * 2, b[:1500]) != compare.mann_whitney_p(a[:1500], b[:1500])
     xs, ys = a[: compare.MAX_SHIFT_ROUNDS], b[: compare.MAX_SHIFT_ROUNDS]
     assert compare.hodges_lehmann(xs + xs, ys + ys) == compare.hodges_lehmann(xs, ys)
-    assert compare._thin([3.0, 1.0, 2.0]) == [1.0, 2.0, 3.0]
-    assert compare._thin([float(i) for i in range(10)], 4) == [0.0, 2.0, 5.0, 7.0]
+    assert stats._thin([3.0, 1.0, 2.0]) == [1.0, 2.0, 3.0]
+    assert stats._thin([float(i) for i in range(10)], 4) == [0.0, 2.0, 5.0, 7.0]
 
 
 # --- real files ------------------------------------------------------------------------------------------
@@ -582,9 +582,9 @@ def test_the_listing_step_counts_a_tied_base_run_as_runs() -> None:
         want = [every[r - 1] for r in ranks]
         for lo, hi in ((-100.0, 100.0), (every[0] - 1, every[-1]), (every[ranks[0] - 1] - 0.01, every[-1] + 0.01),
                        (-6.0, 7.0)):
-            assert compare._ranked_differences_within(xs, ys, lo, hi, ranks, 1e-12) == want, (ranks, lo, hi)
+            assert stats._ranked_differences_within(xs, ys, lo, hi, ranks, 1e-12) == want, (ranks, lo, hi)
     # Only ties: every difference one value.
-    assert compare._ranked_differences_within([1.0] * 30, [2.0] * 30, -10.0, 10.0, (450, 451), 1e-12) == [1.0, 1.0]
+    assert stats._ranked_differences_within([1.0] * 30, [2.0] * 30, -10.0, 10.0, (450, 451), 1e-12) == [1.0, 1.0]
 
 
 TIED_BASES = (sorted([1.0] * 20 + [1.5, 3.0]), sorted([0.1, 0.2] + [1.0] * 20 + [1.5]))
@@ -608,10 +608,10 @@ def test_the_listing_step_with_a_tied_base_run_and_any_range(xs: list[float], ys
     or a margin of nothing: the ranked differences, or every difference listed), with the base run tied, which its
     random samples are not: a row's window of one value is counted as a run, and a run may fall below the range."""
     every = sorted(y - x for y in ys for x in xs)
-    assert compare._ranked_differences_within(xs, ys, lo, hi, ranks, margin) == [every[r - 1] for r in ranks]
+    assert stats._ranked_differences_within(xs, ys, lo, hi, ranks, margin) == [every[r - 1] for r in ranks]
     # The neighbouring ranges and margins too.
     total = len(every)
     for r in ((total // 2, total // 2 + 1), (total // 3, 2 * total // 3), (1,), (total,)):
         for m in (0.0, margin, 2 * margin):
             for a, b in ((lo, hi), (lo - 0.05, hi), (lo, hi + 0.05), (lo + 0.05, hi - 0.05)):
-                assert compare._ranked_differences_within(xs, ys, a, b, r, m) == [every[i - 1] for i in r]
+                assert stats._ranked_differences_within(xs, ys, a, b, r, m) == [every[i - 1] for i in r]

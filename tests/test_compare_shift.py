@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpucheck import compare
+from gpucheck.compare import stats, verdicts
 
 BENCHFILES = Path(__file__).parent / "benchfiles"
 SHIFT = settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -25,7 +26,7 @@ SHIFT = settings(max_examples=100, deadline=None, derandomize=True, suppress_hea
 
 def every_difference_median(a: list[float], b: list[float]) -> float:
     """The definition: the median of all n·m differences b[j] - a[i] (of the thinned samples)."""
-    xs, ys = compare._thin(a, compare.MAX_SHIFT_ROUNDS), compare._thin(b, compare.MAX_SHIFT_ROUNDS)
+    xs, ys = stats._thin(a, compare.MAX_SHIFT_ROUNDS), stats._thin(b, compare.MAX_SHIFT_ROUNDS)
     if not xs or not ys:
         return 0.0
     return statistics.median([y - x for x in xs for y in ys])
@@ -96,7 +97,7 @@ def test_the_listing_step_checks_its_range(a: list[float], b: list[float], lo: f
     total = len(every)
     ranks = (total // 2 + 1,) if total % 2 else (total // 2, total // 2 + 1)
     scale = max(map(abs, xs + ys))
-    got = compare._ranked_differences_within(xs, ys, lo * scale, (lo + width) * scale, ranks, margin * scale)
+    got = stats._ranked_differences_within(xs, ys, lo * scale, (lo + width) * scale, ranks, margin * scale)
     assert got == [every[r - 1] for r in ranks]
 
 
@@ -118,7 +119,7 @@ def test_a_significant_zero_shift_reads_within_threshold(tmp_path: Path) -> None
     base = [1e-3] * 150 + [1.1e-3] * 50
     new = [1e-3] * 110 + [1.1e-3] * 90
     assert compare.hodges_lehmann(base, new) == 0.0 and compare.mann_whitney_p(base, new) < compare.ALPHA
-    row = compare._row("t", _bench(base), _bench(new), 0.05, "median", compare.ALPHA)
+    row = verdicts._row("t", _bench(base), _bench(new), 0.05, "median", compare.ALPHA)
     assert (row.shift, row.verdict, row.regression) == (0.0, "same (within threshold)", False)
     assert json.dumps(row.shift) == "0.0"
 

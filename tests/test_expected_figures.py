@@ -150,7 +150,7 @@ def test_an_unknown_name_finds_nothing(name: str | None) -> None:
 def test_each_name_matches_one_model_only() -> None:
     """First match wins, but a listed name that two models' patterns take would be an ordering accident."""
     for name, _model in NAMES:
-        wanted = expected.model_name(name)
+        wanted = knowledge.model_name(name)
         takers = [
             row["model"]
             for row in rows()

@@ -54,6 +54,14 @@ FLOORS: dict[str, int] = {
     "gpucheck.diagnosis": 5,
     "gpucheck.report": 6,
     "gpucheck.compare": 6,
+    # gpucheck compare, a package by what it does: reading the files, the statistics, the verdicts, the
+    # machines, the text/Markdown/JSON output, the plot; its __init__ is the command
+    "gpucheck.compare.files": 6,
+    "gpucheck.compare.stats": 6,
+    "gpucheck.compare.verdicts": 6,
+    "gpucheck.compare.machines": 6,
+    "gpucheck.compare.render": 6,
+    "gpucheck.compare.chart": 6,
     "gpucheck.merge": 6,
     "gpucheck.doctor": 6,
     "gpucheck.causepage": 6,

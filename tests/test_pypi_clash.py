@@ -271,3 +271,17 @@ def test_the_wheels_share_exactly_the_files_the_check_looks_for(ours: Path) -> N
     # A pytest11 name of our own, which `-p no:gpucheck` blocks too (pytest blocks pytest_NAME with NAME).
     assert "[pytest11]\npytest_gpucheck = pytest_gpucheck" in our_entry_points
     assert "gpucheck = pytest_gpucheck:main" in our_entry_points
+
+
+def test_the_wheel_carries_every_module_and_data_file(ours: Path) -> None:
+    """pyproject.toml finds the packages (issue 34): every module and data file of gpucheck/ is in the built wheel,
+    a unit added as a package of its own included (the hand-written list had to name each one)."""
+    with zipfile.ZipFile(ours) as wheel:
+        shipped = set(wheel.namelist())
+    package = ROOT / "gpucheck"
+    wanted = {
+        p.relative_to(ROOT).as_posix() for p in package.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".json") and "__pycache__" not in p.parts
+    }
+    assert wanted and wanted - shipped == set(), sorted(wanted - shipped)
+    assert "pytest_gpucheck.py" in shipped

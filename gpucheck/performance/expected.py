@@ -9,7 +9,6 @@ Standard library only; no probe or rule state.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
@@ -74,21 +73,13 @@ def _entry(row: dict[str, Any]) -> Expected:
 
 
 @cache
-def _table() -> tuple[tuple[tuple[re.Pattern[str], ...], Expected], ...]:
-    rows: list[dict[str, Any]] = knowledge.data(DATA_FILE)["models"]
-    return tuple(
-        (tuple(re.compile(pattern, re.IGNORECASE) for pattern in row.get("names") or ()), _entry(row)) for row in rows
-    )
+def _table() -> knowledge.ModelTable[Expected]:
+    return knowledge.model_table(knowledge.data(DATA_FILE)["models"], _entry)
 
 
 def models() -> tuple[Expected, ...]:
     """Every model in the data file, in file order."""
     return tuple(_copy(entry) for _patterns, entry in _table())
-
-
-def model_name(name: str) -> str:
-    """The device name as the ``names`` patterns see it: ``"NVIDIA H100 80GB HBM3"`` -> ``"H100 80GB HBM3"``."""
-    return knowledge.model_name(name)
 
 
 def expected_for(name: str | None) -> Expected | None:
@@ -98,15 +89,8 @@ def expected_for(name: str | None) -> Expected | None:
     ``"Tesla T4"``). A leading ``NVIDIA `` and ``Tesla `` are removed, then each model's ``names`` are tried
     with :func:`re.fullmatch`, case-insensitively, in file order; the first model that matches wins.
     """
-    if not name:
-        return None
-    wanted = model_name(name)
-    if not wanted:
-        return None
-    for patterns, entry in _table():
-        if any(pattern.fullmatch(wanted) for pattern in patterns):
-            return _copy(entry)
-    return None
+    entry = knowledge.find_model(_table(), name)
+    return _copy(entry) if entry is not None else None
 
 
 def _copy(entry: Expected) -> Expected:

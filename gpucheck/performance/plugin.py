@@ -54,13 +54,6 @@ def companions(selected: list[benchplan.Spec], plan: list[benchplan.Spec]) -> li
     return [s for s in plan if s.name in names]
 
 
-def _capability(value: Any) -> tuple[int, int] | None:
-    """TensorFlow's device details give the compute capability as a pair (``[9, 0]`` once in JSON)."""
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return (value[0], value[1])
-    return None
-
-
 class Measured(Answer):
     """What a benchmark check is handed: its decision, and the run the benchmark process measured."""
 
@@ -109,7 +102,7 @@ class BenchmarkPlugin:
         if self._plan is None:
             facts = self.session.result().facts
             tf = facts_of(facts.framework) if facts is not None else None
-            gpus = [_capability(d.details.get("compute_capability")) for d in (tf.gpus if tf is not None else ())]
+            gpus = [d.capability for d in (tf.gpus if tf is not None else ())]
             lf = facts_of(facts.libraries) if facts is not None else None
             nccl = lf is None or any(lib.key == "nccl" and lib.loaded for lib in lf.libraries)
             self._plan = benchplan.plan(gpus, nccl=nccl)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck.facts import Facts, facts_of
+from gpucheck.facts import Facts, facts_of, gpu_index
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.performance.expected import expected_for, pcie_gbps
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts, outcome, performance
@@ -58,11 +58,7 @@ def tf_gpu_index(devices: tuple[str, ...], physical: bool = True) -> int | None:
     """The TensorFlow GPU a single-GPU benchmark runs on (``("/GPU:1",)`` -> 1)."""
     if len(devices) != 1 or not physical:
         return None
-    dev = devices[0].upper()
-    if "GPU:" not in dev:
-        return None
-    tail = dev.rsplit("GPU:", 1)[1]
-    return int(tail) if tail.isdigit() else None
+    return gpu_index(devices[0])
 
 
 def subject_of(facts: Facts, tf_index: int) -> str:

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpucheck.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts
+from gpucheck.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts, gpu_index
 from gpucheck.pci import pci_key
 from gpucheck.probes.nvml import memory_snapshot
 from gpucheck.probes.tfcommon import created_devices, created_limits, initialise_devices, section, tf_message
@@ -49,7 +49,7 @@ def nvml_process_usage() -> dict[str, int]:
 def gpu_memory(tf: Any, nvml: Nvml, created: list[tuple[str, str]], limits: dict[int, int], count: int) -> list[GpuMemory]:
     """A test allocation on each GPU; what TensorFlow's allocator may use there (its "Created device ...
     with N MB" line), what NVML said before TensorFlow started, and what it says this process holds now."""
-    keys = {int(dev.split(":")[1]): pci_key(bus) for dev, bus in created}
+    keys = {i: pci_key(bus) for dev, bus in created if (i := gpu_index(dev)) is not None}
     buses = {i: key.text if key is not None else None for i, key in keys.items()}
     # What this process holds once its devices exist, before the test allocation (its CUDA context).
     base = nvml_process_usage() if nvml else {}
@@ -82,7 +82,8 @@ def gpu_memory(tf: Any, nvml: Nvml, created: list[tuple[str, str]], limits: dict
 
 
 def gpu_memory_step(ctx: TfContext, timeout: float) -> Iterator[tuple[GpuMemoryFacts, float | None]]:
-    """The resources layer's step in the main TensorFlow process (``Layer.tf_steps``), on every GPU it has."""
+    """The resources layer's step in the main TensorFlow process (``Unit.tf_steps``, ``gpucheck.stack``), on every
+    GPU it has."""
     errors: dict[str, str] = {}
     memory: list[GpuMemory] = []
     if ctx.gpus:

@@ -49,8 +49,8 @@ def multi_device_run(tf: Any, np: Any, devices: list[str], kind: str) -> MultiDe
 
 
 def multi_device_step(ctx: TfContext, timeout: float) -> Iterator[tuple[MultiDeviceFacts, float | None]]:
-    """The placement layer's multi-device step (``Layer.tf_steps``): every GPU where there are two or
-    more, else the logical CPUs (none where the CPU could not be split)."""
+    """The placement layer's multi-device step (``Unit.tf_steps``, ``gpucheck.stack``): every GPU where there are
+    two or more, else the logical CPUs (none where the CPU could not be split)."""
     errors: dict[str, str] = {}
     if len(ctx.gpus) >= 2:
         devices, kind = [f"/GPU:{i}" for i in range(len(ctx.gpus))], "gpus"

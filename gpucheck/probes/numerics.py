@@ -11,7 +11,7 @@ from typing import Any
 
 from gpucheck.facts import NumericCheck, NumericsFacts
 from gpucheck.probes.tfcommon import error_text, fresh, rel_error, section, tf32_off
-from gpucheck.probes.tfsetup import TfContext, compute_capability
+from gpucheck.probes.tfsetup import TfContext
 
 #: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to
 #: it, accumulation in float32). On this host's CPU the errors are about 6e-7 (float32 matmul), 5e-4
@@ -94,11 +94,11 @@ def numerics(tf: Any, np: Any, device: str, cc: tuple[int, int] | None) -> list[
 
 
 def numerics_step(ctx: TfContext, timeout: float) -> Iterator[tuple[NumericsFacts, float | None]]:
-    """The placement layer's numerics step (``Layer.tf_steps``): the facts after each device."""
+    """The placement layer's numerics step (``Unit.tf_steps``, ``gpucheck.stack``): the facts after each device."""
     errors: dict[str, str] = {}
     found: list[NumericCheck] = []
     yield NumericsFacts((), errors), ctx.step_budget
     for i, dev in enumerate(ctx.compute_devices()):
-        cc = compute_capability(ctx.gpus[i].details) if ctx.gpus else None
+        cc = ctx.gpus[i].capability if ctx.gpus else None
         found.extend(section(errors, f"numerics on {dev}", partial(numerics, ctx.tf, ctx.np, dev, cc), []))
         yield NumericsFacts(tuple(found), dict(errors)), ctx.step_budget

@@ -46,7 +46,7 @@ def _place_all(ctx: TfContext, runs: list[OpRun]) -> None:
 
 
 def placement_step(ctx: TfContext, timeout: float) -> Iterator[tuple[PlacementFacts, float | None]]:
-    """The placement layer's placement step (``Layer.tf_steps``)."""
+    """The placement layer's placement step (``Unit.tf_steps``, ``gpucheck.stack``)."""
     tf = ctx.tf
     errors: dict[str, str] = {}
     soft_default = section(errors, "soft placement default", lambda: bool(tf.config.get_soft_device_placement()), None)

@@ -84,16 +84,6 @@ def gpu_details(tf: Any, dev: Any) -> dict[str, Any]:
     return out
 
 
-def compute_capability(details: dict[str, Any]) -> tuple[int, int] | None:
-    cc = details.get("compute_capability")
-    if isinstance(cc, (list, tuple)) and len(cc) == 2:
-        try:
-            return int(cc[0]), int(cc[1])
-        except (TypeError, ValueError):
-            return None
-    return None
-
-
 def memory_limit_for(nvml: Nvml) -> int:
     """The memory_limit (MiB) for every GPU of the main TensorFlow process: MEMORY_LIMIT_MB, or a quarter
     of the least free GPU where that is less (another process may hold most of it)."""

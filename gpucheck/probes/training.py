@@ -110,7 +110,7 @@ def run_training_step(tf: Any, np: Any, requested: str, have_gpu: bool) -> Train
 
 
 def training_step(ctx: TfContext, timeout: float) -> Iterator[tuple[TrainingStepFacts, float | None]]:
-    """The placement layer's training-step step (``Layer.tf_steps``)."""
+    """The placement layer's training-step step (``Unit.tf_steps``, ``gpucheck.stack``)."""
     errors: dict[str, str] = {}
     run = section(errors, "training step", lambda: run_training_step(ctx.tf, ctx.np, "/GPU:0", bool(ctx.gpus)), None)
     yield TrainingStepFacts(run, errors), ctx.step_budget

@@ -77,7 +77,7 @@ def xla_run(tf: Any, np: Any, device: str) -> XlaRun:
 
 
 def xla_step(ctx: TfContext, timeout: float) -> Iterator[tuple[XlaFacts, float | None]]:
-    """The placement layer's XLA step (``Layer.tf_steps``): the facts after each device."""
+    """The placement layer's XLA step (``Unit.tf_steps``, ``gpucheck.stack``): the facts after each device."""
     errors: dict[str, str] = {}
     runs: list[XlaRun] = []
     yield XlaFacts((), errors), ctx.step_budget

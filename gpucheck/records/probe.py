@@ -13,13 +13,13 @@ import errno
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpucheck.isolation import kill_group
 from gpucheck.probes.host import host_root, probe_hardware
 from gpucheck.protocol import stage
 from gpucheck.records.facts import FabricFacts, KernelLogRead, RecordsFacts
@@ -136,17 +136,10 @@ def run_bounded(argv: list[str], timeout: float = COMMAND_TIMEOUT_S) -> tuple[in
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, err = proc.communicate()
         return None, "", f"did not finish within {timeout:g} s (killed)"
     return proc.returncode, out[:_MAX_OUTPUT].decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace")
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
 
 
 # --- Fabric Manager -----------------------------------------------------------------------------------------------

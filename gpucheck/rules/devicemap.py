@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import Facts, facts_of
+from gpucheck.facts import Facts, facts_of, gpu_index
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.pci import BusId, pci_key
 from gpucheck.settings import Settings
@@ -85,7 +85,7 @@ def device_map(facts: Facts) -> list[DeviceRow]:
 
 
 def _tf_index(row: DeviceRow) -> int | None:
-    return int(row.tensorflow.split(":")[1]) if row.tensorflow else None
+    return gpu_index(row.tensorflow) if row.tensorflow else None
 
 
 def device_map_lines(facts: Facts) -> list[str]:

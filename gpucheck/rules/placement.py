@@ -25,6 +25,7 @@ from gpucheck.facts import (
     TrainingStepPlacement,
     XlaRun,
     facts_of,
+    gpu_index,
 )
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
@@ -56,13 +57,6 @@ _XLA_REMEDY = (
 )
 
 
-def _index(requested: str) -> int | None:
-    try:
-        return int(requested.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        return None
-
-
 def _is_cpu(device: str | None) -> bool:
     return device is not None and "CPU:" in device.upper().rsplit("/", 1)[-1]
 
@@ -70,7 +64,7 @@ def _is_cpu(device: str | None) -> bool:
 def _expected(tf: TfSetupFacts, requested: str) -> bool:
     """A spec users expect to work: a GPU TensorFlow registers, or /GPU:0 where it registers none.
     The index one past the last registered GPU is probed on purpose: its refusal is not a fault."""
-    idx = _index(requested)
+    idx = gpu_index(requested)
     if idx is None:
         return False
     return idx < len(tf.gpus) or (not tf.gpus and idx == 0)
@@ -538,9 +532,8 @@ def _gpu_capabilities(facts: Facts, tf: TfSetupFacts | None) -> list[tuple[str, 
     out: list[tuple[str, str | None, tuple[int, int]]] = []
     if tf is not None and tf.gpus:
         for i, g in enumerate(tf.gpus):
-            cc = g.details.get("compute_capability")
-            if isinstance(cc, (list, tuple)) and len(cc) == 2:
-                out.append((f"/GPU:{i}", g.details.get("device_name"), (int(cc[0]), int(cc[1]))))
+            if (cc := g.capability) is not None:
+                out.append((f"/GPU:{i}", g.details.get("device_name"), cc))
         return out
     nf = facts.nvml.facts
     for gpu in nf.gpus if nf is not None else ():

@@ -2,8 +2,9 @@
 
 The contracts: the decision and the blocking (gpucheck/blocking.py), the exit status of a run
 (gpucheck/session.py: ``exit_status``), the cluster configuration reading (gpucheck/cluster/config.py),
-``gpucheck compare``'s verdicts and exit status (gpucheck/compare.py: the functions in ``ONLY_FUNCTIONS``,
-not its reading of files, machine section or output).
+``gpucheck compare``'s verdicts and exit status (gpucheck/compare/verdicts.py and the statistics they rest on,
+gpucheck/compare/stats.py: the functions in ``ONLY_FUNCTIONS``, not its reading of files, machine section or
+output).
 Only in-process tests are selected: a mutant lives in the pytest process (mutmut's trampoline), not in the
 probe children a full ``pytest --gpucheck`` run starts.
 
@@ -28,17 +29,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MODULES = ("gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/config.py", "gpucheck/compare.py")
+MODULES = (
+    "gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/config.py", "gpucheck/compare/verdicts.py",
+    "gpucheck/compare/stats.py",
+)
 #: Only these functions' mutants are run and counted. The rest of session.py is the pytest session's plumbing;
-#: the rest of compare.py reads files and writes the report (text, Markdown, JSON, plot), not the verdicts.
+#: the rest of gpucheck/compare/ reads files and writes the report (text, Markdown, JSON, plot), not the verdicts.
 ONLY_FUNCTIONS = {
     "gpucheck/session.py": ("exit_status",),
-    "gpucheck/compare.py": (
-        # the verdict of each benchmark and figure (``Comparison.exit_status`` and ``regressions`` are
-        # properties, which mutmut does not mutate: tests/test_compare_contracts.py checks them all the same)
-        "compare_runs", "_row", "_figures",
-        # the statistics they rest on
-        "_relative_iqr", "welch_p", "student_t_p", "_betainc", "mann_whitney_p", "_thin",
+    # the verdict of each benchmark and figure (``Comparison.exit_status`` and ``regressions`` are properties,
+    # which mutmut does not mutate: tests/test_compare_contracts.py checks them all the same)
+    "gpucheck/compare/verdicts.py": ("compare_runs", "_row", "_figures", "_relative_iqr"),
+    # the statistics they rest on (the whole module)
+    "gpucheck/compare/stats.py": (
+        "welch_p", "student_t_p", "_betainc", "mann_whitney_p", "_thin",
         "hodges_lehmann", "_ranked_differences", "_middle_pair", "_ranked_differences_within", "_listed",
     ),
 }
@@ -49,7 +53,7 @@ TESTS = (
     "tests/test_cluster_config.py",
     "tests/test_visibility_and_host.py::test_independent_of_root_cause",
     "tests/test_plugin.py::test_exit_status_of_a_run",
-    # compare.py: the in-process tests (the others run the ``gpucheck compare`` command in a child)
+    # gpucheck/compare/: the in-process tests (the others run the ``gpucheck compare`` command in a child)
     "tests/test_compare.py::test_hodges_lehmann_is_the_median_of_every_difference",
     "tests/test_compare.py::test_student_t_matches_the_tables",
     "tests/test_compare.py::test_mann_whitney_matches_scipy",
@@ -84,7 +88,7 @@ def main() -> int:
     keep = "--keep" in sys.argv
     root = Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if "--root" in sys.argv else ROOT
     # A run over the first three takes about 25 minutes on two cores (cluster/config.py alone has ~1,150 mutants);
-    # compare.py's 1,078 (its listed functions) took 6 to 7 minutes more.
+    # compare.py's 1,078 (its listed functions, now in compare/verdicts.py and compare/stats.py) took 6 to 7 minutes more.
     modules = tuple(sys.argv[sys.argv.index("--modules") + 1].split(",")) if "--modules" in sys.argv else MODULES
     work = Path(tempfile.mkdtemp(prefix="gpucheck-mutation-"))
     try:

@@ -45,13 +45,30 @@ def layers_needed_by_cause(cause_id: str, layer: str) -> frozenset[str]:
     return layers_needed(layer)
 
 
+def _lowest(findings: Iterable[Finding], severity: Severity) -> Finding | None:
+    """The finding of ``severity`` in the lowest layer (first in rule order on a tie)."""
+    cat = catalog()
+    found = [f for f in findings if f.severity is severity]
+    return min(found, key=lambda f: cat.layer_rank(f.layer)) if found else None
+
+
 def root_cause(findings: Iterable[Finding]) -> Finding | None:
     """The blocker of the lowest layer (first in rule order on a tie)."""
-    cat = catalog()
-    blockers = [f for f in findings if f.severity is Severity.BLOCKER]
-    if not blockers:
-        return None
-    return min(blockers, key=lambda f: cat.layer_rank(f.layer))
+    return _lowest(findings, Severity.BLOCKER)
+
+
+def named_root_cause(findings: Iterable[Finding]) -> Finding | None:
+    """The root cause a report names (DESIGN.md, "Contract: the report JSON"): the blocker of the lowest layer; where
+    nothing blocks (a ``degraded`` verdict), the lowest degraded finding by the same ordering. None exactly when no
+    finding is a fault (the verdict is ``accelerated``). A degraded root cause blocks nothing: what a question is
+    blocked by stays :func:`root_cause`'s."""
+    found = list(findings)
+    return root_cause(found) or _lowest(found, Severity.DEGRADED)
+
+
+#: How findings name one GPU: NVML's index ("GPU-5"), or the bus address of a GPU NVML does not list because the driver
+#: does not hold it ("PCI 0000:b3:00.0", ``gpu-init-failed``).
+GPU_SUBJECTS = ("GPU-", "PCI ")
 
 
 def _other_gpu(f: Finding, subject: str | None) -> bool:
@@ -60,8 +77,8 @@ def _other_gpu(f: Finding, subject: str | None) -> bool:
         subject is not None
         and f.subject is not None
         and f.subject != subject
-        and f.subject.startswith("GPU-")
-        and subject.startswith("GPU-")
+        and f.subject.startswith(GPU_SUBJECTS)
+        and subject.startswith(GPU_SUBJECTS)
     )
 
 
@@ -92,10 +109,14 @@ def consequence_of(findings: Iterable[Finding], f: Finding) -> Finding | None:
 
 
 def independent_of(f: Finding, rc: Finding | None) -> bool:
-    """Whether ``f`` lies above the root cause ``rc`` but cannot be a consequence of it: what ``f``
-    rests on does not need ``rc``'s layer (NVML's health readings do not need TensorFlow)."""
+    """Whether ``f`` cannot be a consequence of the root cause ``rc``: it lies above ``rc`` and what it rests on
+    does not need ``rc``'s layer (NVML's health readings do not need TensorFlow), or it is about a GPU other than
+    ``rc``'s, for which ``rc`` blocks no layer (one lost GPU of six leaves the others' questions answered, as
+    :func:`blocker_among` decides them): its own red line either way."""
     if rc is None or f is rc or rc.layer == RUN_LAYER:
         return False
+    if _other_gpu(rc, f.subject):
+        return True
     cat = catalog()
     return cat.layer_rank(rc.layer) < cat.layer_rank(f.layer) and rc.layer not in layers_needed_by_cause(f.id, f.layer)
 

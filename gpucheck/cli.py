@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -172,15 +171,19 @@ def run_compare(args: argparse.Namespace) -> int:
         from gpucheck.reportfile import reader_gone
 
         reader_gone(sys.stdout)
-    return comparison.exit_status
+    # The plot after the comparison: a file that cannot be written is said, and a regression still exits 1.
+    plot_error = compare.save_plot(comparison, opts)
+    if plot_error is not None:
+        _error("gpucheck compare", plot_error, compare.UNUSABLE)
+    return compare.exit_status(comparison, plot_error)
 
 
 def run_merge(args: argparse.Namespace) -> int:
     from gpucheck import merge
-    from gpucheck.reportfile import ReportWriteError, reader_gone, write_report
+    from gpucheck.reportfile import ReportWriteError, reader_gone, same_file, write_report
 
     if args.json not in (None, "-") and any(
-        _same_file(args.json, r) and not merge.is_fleet_json(r) for r in args.reports
+        same_file(args.json, r) and not merge.is_fleet_json(r) for r in args.reports
     ):
         # Only this command's own earlier output may be replaced (`merge reports/*.json --json reports/fleet.json`).
         return _error("gpucheck merge", f"--json {args.json} is one of the reports to merge: it would be overwritten; "
@@ -217,17 +220,12 @@ def run_doctor(args: argparse.Namespace) -> int:
         sys.stdout.reconfigure(errors="backslashreplace")  # a host's or a GPU's name the terminal cannot show
     try:
         req = doctor.request(args)
+        return doctor.run(req, sys.stdout, sys.stderr)
     except doctor.DoctorError as exc:
         return _error(doctor.PROG, str(exc), doctor.UNDIAGNOSED)
-    return doctor.run(req, sys.stdout, sys.stderr)
-
-
-def _same_file(a: str, b: str) -> bool:
-    """``a`` and ``b`` name one file (through links, or ``./x`` and ``x``)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
+    except Exception as exc:  # noqa: BLE001 - a fault of gpucheck's own is "could not diagnose" (2), never "not usable" (1)
+        return _error(doctor.PROG, f"could not diagnose the node: gpucheck failed ({type(exc).__name__}: {exc}); please "
+                      "report it", doctor.UNDIAGNOSED)
 
 
 def _error(prog: str, sentence: str, status: int) -> int:

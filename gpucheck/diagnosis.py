@@ -15,15 +15,15 @@ import threading
 from collections.abc import Mapping
 from concurrent import futures
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from gpucheck import __version__, registry
-from gpucheck.blocking import LayerState, consequence_of, layer_states, root_cause
+from gpucheck.blocking import LayerState, consequence_of, layer_states, named_root_cause
 from gpucheck.facts import ChildExit, Facts, ProbeOutcome, from_json, to_json
 from gpucheck.isolation import GPUCHECK_ROOT, ChildRunner, in_daemon_thread
 from gpucheck.layers import checked
-from gpucheck.model import Finding, Severity, finding, verdict
+from gpucheck.model import Finding, Severity, finding, raised_action, verdict
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_environment, probe_hardware_within, probe_kernel_within
 from gpucheck.probes.visibility import probe_visibility
 from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
@@ -42,6 +42,8 @@ class Result:
     facts: Facts | None
     partial_facts: dict[str, Any]
     findings: tuple[Finding, ...]
+    #: The blocker of the lowest broken layer; under a ``degraded`` verdict the lowest degraded finding; None exactly
+    #: when the verdict is ``accelerated`` (``blocking.named_root_cause``).
     root_cause: Finding | None
     verdict: str
     layers: tuple[LayerState, ...]
@@ -208,8 +210,8 @@ class Diagnosis:
         return self._judge(facts)
 
     def _judge(self, facts: Facts) -> Result:
-        findings = tuple(f for r in registry.rules() for f in r.rule(facts, self.settings))
-        rc = root_cause(findings)
+        findings = explained(facts, tuple(f for r in registry.rules() for f in r.rule(facts, self.settings)))
+        rc = named_root_cause(findings)
         # A layer measured after the diagnosis is "not checked" until it has been (its items deselected).
         unmeasured = {p.layer for p in registry.measured_after(self.settings) if facts.unit(p.field) is None}
         return Result(
@@ -223,6 +225,21 @@ class Diagnosis:
             unchecked=registry.not_checked(facts, self.settings),
             gpus=gpu_subjects(facts),
         )
+
+
+def explained(facts: Facts, findings: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """``findings`` with the evidence the units' facts add to them (``Unit.explains``: the kernel log's words for the GPU
+    NVML finds lost). Only added: a key a finding has is kept; the action is raised by a ``recovery_action`` added."""
+    out = []
+    for f in findings:
+        extra: dict[str, Any] = {}
+        for explain in registry.explainers():
+            extra.update((k, v) for k, v in explain(facts, f).items() if k not in f.evidence and k not in extra)
+        if extra:
+            evidence = {**f.evidence, **extra}
+            f = replace(f, evidence=evidence, action=raised_action(f.action, evidence))
+        out.append(f)
+    return tuple(out)
 
 
 def incomplete(finished: list[str], cancelled: list[str], partial: dict[str, Any]) -> Result:

@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from gpucheck import registry
+from gpucheck.blocking import independent_of
 from gpucheck.diagnosis import Diagnosis, Result
 from gpucheck.isolation import Interrupts, ignore_interrupts
-from gpucheck.model import ACTIONS, Finding, action_rank
+from gpucheck.model import ACTIONS, Finding, action_rank, unread
+from gpucheck.model import verdict as verdict_of
 from gpucheck.report import node_action, other_faults, report_json, root_cause_lines
-from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, reader_gone, write_report
+from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, reader_gone, report_target, write_report
 from gpucheck.settings import OPTIONS, Option, SettingError, Settings, conflicts, resolve
 
 USABLE, NOT_USABLE, UNDIAGNOSED = 0, 1, 2
@@ -63,9 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "atomically; '-' prints it on standard output instead of the summary. Also GPUCHECK_JSON.",
     )
     parser.add_argument(
-        "--prometheus", metavar="PATH", default=None,
+        "--prometheus", metavar="PATH|-", default=None,
         help="write a node_exporter textfile (the verdict, one series per finding, the run's time) to PATH, "
-        "atomically (needs prometheus_client: pip install 'pytest-gpucheck[prometheus]')",
+        "atomically; '-' prints it on standard output instead of the summary (needs prometheus_client: pip install "
+        "'pytest-gpucheck[prometheus]')",
     )
     parser.add_argument(
         "--fail-on", choices=tuple(FAIL_ON), default="degraded",
@@ -124,11 +127,25 @@ def request(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
                 "(pip install 'pytest-gpucheck[prometheus]' or pip install prometheus-client)"
             ) from None
         try:
-            prometheus = parse_report_path(prometheus)
+            prometheus = parse_report_path(prometheus) if prometheus != "-" else prometheus
         except ValueError as exc:
             raise DoctorError(f"--prometheus: {str(exc).replace('the report', 'the textfile')}") from None
     target = own_json if own_json is not None else settings.json
+    if prometheus is not None and target is not None and _same_file(target, prometheus):
+        which = "standard output" if prometheus == "-" else prometheus
+        raise DoctorError(f"--json and --prometheus both name {which}: one would overwrite the other")
     return Request(settings, target, prometheus, args.fail_on, tuple(notes))
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two output paths end in one file (``-``: standard output; a device such as /dev/null takes both)."""
+    if "-" in (a, b):
+        return a == b
+    try:
+        ta, tb = report_target(a), report_target(b)
+    except ValueError:
+        return False
+    return ta.path == tb.path and ta.kind in ("file", "new")
 
 
 class _Interrupted(Exception):
@@ -153,7 +170,14 @@ def diagnose(settings: Settings) -> tuple[Result, str | None]:
 
 
 def is_usable(result: Result, fail_on: str) -> bool:
-    return result.verdict not in FAIL_ON[fail_on]
+    """Whether the findings, less those that say a source was not read to its end, leave the node usable."""
+    left = unread(result.findings)
+    return verdict_of([f for f in result.findings if f not in left]) not in FAIL_ON[fail_on]
+
+
+def diagnosed(result: Result) -> bool:
+    """Every probe reported and every source it was asked to read was read to its end (no :data:`UNREAD_KEY`)."""
+    return result.complete and not unread(result.findings)
 
 
 def gpu_label(f: Finding) -> str:
@@ -173,10 +197,9 @@ def prometheus_text(result: Result, fail_on: str, started: float, duration: floa
     for v in VERDICTS:
         verdict.labels(verdict=v).set(1 if result.verdict == v else 0)
     Gauge("gpucheck_usable", f"1 when the node is usable (not {' nor '.join(FAIL_ON[fail_on])})",
-          registry=reg).set(1 if is_usable(result, fail_on) and result.complete else 0)
-    Gauge("gpucheck_complete", "1 when every probe reported before the verdict", registry=reg).set(
-        1 if result.complete else 0
-    )
+          registry=reg).set(1 if is_usable(result, fail_on) and diagnosed(result) else 0)
+    Gauge("gpucheck_complete", "1 when every probe reported before the verdict and read its sources to their end",
+          registry=reg).set(1 if diagnosed(result) else 0)
     top = node_action(result)
     action = Gauge("gpucheck_action", "1 for the most severe recommended action of the findings, 0 for the others",
                    ["action"], registry=reg)
@@ -188,6 +211,12 @@ def prometheus_text(result: Result, fail_on: str, started: float, duration: floa
                     ["id", "severity", "layer", "action", "gpu"], registry=reg)
     for f in result.findings:
         finding.labels(id=f.id, severity=f.severity.value, layer=f.layer, action=f.action, gpu=gpu_label(f)).set(1)
+    # The root cause, as the report names it: none exactly when the verdict is accelerated (a degraded verdict's is
+    # the lowest degraded finding).
+    cause = Gauge("gpucheck_root_cause", "1 for the root cause the report names (none when the verdict is accelerated)",
+                  ["id", "severity", "layer", "action", "gpu"], registry=reg)
+    if (rc := result.root_cause) is not None:
+        cause.labels(id=rc.id, severity=rc.severity.value, layer=rc.layer, action=rc.action, gpu=gpu_label(rc)).set(1)
     Gauge("gpucheck_last_run_timestamp_seconds", "when the diagnosis started (Unix time)", registry=reg).set(started)
     Gauge("gpucheck_run_duration_seconds", "how long the diagnosis took", registry=reg).set(round(duration, 3))
     figures = registry.figures(result.facts_json())
@@ -203,8 +232,8 @@ def prometheus_text(result: Result, fail_on: str, started: float, duration: floa
 def summary(result: Result, fail_on: str, interrupted: str | None) -> list[str]:
     """The short human summary: the verdict with what it means for the node, the root cause with its remedy and
     action, the other faults one line each."""
-    usable = "usable" if is_usable(result, fail_on) and result.complete else "not usable"
-    if not result.complete:
+    usable = "usable" if is_usable(result, fail_on) else "not usable"
+    if not result.complete or (usable == "usable" and not diagnosed(result)):
         usable = "not diagnosed"
     lines = [f"gpucheck doctor: {result.verdict} ({usable}); recommended action: {node_action(result)}"]
     if interrupted is not None:
@@ -212,14 +241,20 @@ def summary(result: Result, fail_on: str, interrupted: str | None) -> list[str]:
     if result.root_cause is not None:
         lines.extend(root_cause_lines(result.root_cause, full=False))
     for f in other_faults(result):
-        lines.append(f"also: {f.id} ({f.layer}, {f.severity.value}, action {f.action}): {f.summary}")
+        # As the terminal's summary: a fault the root cause cannot have caused (another GPU's) is said to be its own.
+        lead = "also, not caused by the root cause" if independent_of(f, result.root_cause) else "also"
+        lines.append(f"{lead}: {f.id} ({f.layer}, {f.severity.value}, action {f.action}): {f.summary}")
     return [one_line(line) for line in lines]
 
 
 def exit_status(result: Result, fail_on: str, interrupted: str | None) -> int:
+    """2 for a diagnosis cut short, 1 for a node the findings make not usable, 2 for one whose sources were not all
+    read to their end (not known is not healthy), else 0."""
     if interrupted is not None or not result.complete:
         return UNDIAGNOSED
-    return USABLE if is_usable(result, fail_on) else NOT_USABLE
+    if not is_usable(result, fail_on):
+        return NOT_USABLE
+    return USABLE if diagnosed(result) else UNDIAGNOSED
 
 
 def run(req: Request, out: TextIO, err: TextIO) -> int:
@@ -255,7 +290,7 @@ def _run(req: Request, out: TextIO, err: TextIO) -> int:
         except ReportWriteError as exc:
             err.write(f"{PROG}: {exc}\n")
             failed = True
-    if req.prometheus is not None:
+    if req.prometheus not in (None, "-"):
         try:
             write_report(req.prometheus, prometheus_text(result, req.fail_on, started, duration))
         except ReportWriteError as exc:
@@ -266,6 +301,8 @@ def _run(req: Request, out: TextIO, err: TextIO) -> int:
     try:
         if req.json == "-":
             out.write(json.dumps(data, indent=2) + "\n")
+        elif req.prometheus == "-":
+            out.write(prometheus_text(result, req.fail_on, started, duration))
         else:
             out.write("\n".join(summary(result, req.fail_on, interrupted)) + "\n")
         out.flush()

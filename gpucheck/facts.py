@@ -79,6 +79,18 @@ class KernelFacts:
     #: /proc/driver/nvidia/params ``NvLinkDisable``: the module was loaded with NVreg_NvLinkDisable=1 (cloud VMs that
     #: get one GPU of an NVLink board do this); None where the file was not read.
     nvlink_disabled: bool | None = None
+    #: The GPUs the nvidia driver holds as ``/proc/driver/nvidia/gpus`` lists them, each with its device minor number
+    #: (``/dev/nvidia<minor>``, its ``information`` file's "Device Minor"); None where the folder was not read. A
+    #: container's view lists only the GPUs it was given (the container toolkit mounts theirs alone).
+    driver_gpus: tuple[DriverGpu, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DriverGpu:
+    """A GPU the nvidia driver holds: its folder in ``/proc/driver/nvidia/gpus`` and its device minor number."""
+
+    bus_id: str
+    minor: int | None
 
 
 # --- visibility -----------------------------------------------------------------------

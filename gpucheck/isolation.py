@@ -214,7 +214,8 @@ def in_daemon_thread(fn: Callable[..., R], *args: Any) -> Future[R]:
 
 class Interrupts:
     """How a run answers signals, from its creation to :meth:`restore`. The first SIGTERM (CI cancelling a job, a
-    prolog's timeout, a pod deleted), or Ctrl-C where Python's own handler has it (not a handler of the user's,
+    prolog's timeout, a pod deleted), SIGHUP where nothing else handles it (a closed terminal or ssh session), or
+    Ctrl-C where Python's own handler has it (not a handler of the user's,
     nor a background job's SIG_IGN), raises ``KeyboardInterrupt(prefix + its name)``: the run ends as at Ctrl-C,
     its children killed, a report written. Every later signal is ignored to the end of the process: the clean-up
     is bounded in time, and one more SIGTERM must not turn its exit 2 into a traceback or death by signal.
@@ -228,6 +229,10 @@ class Interrupts:
         self._previous.append((signal.SIGTERM, signal.signal(signal.SIGTERM, self._interrupt)))
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._previous.append((signal.SIGINT, signal.signal(signal.SIGINT, self._interrupt)))
+        if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+            # The terminal or the ssh session went away: the same end as SIGTERM's, not death with a stale report
+            # (under nohup it stays ignored).
+            self._previous.append((signal.SIGHUP, signal.signal(signal.SIGHUP, self._interrupt)))
 
     def _interrupt(self, signum: int, frame: Any) -> None:
         ignore_interrupts()
@@ -243,7 +248,7 @@ class Interrupts:
 
 
 def ignore_interrupts() -> None:
-    """SIGTERM and SIGINT ignored from now on (the run is ending after an interrupt)."""
+    """SIGTERM, SIGINT and SIGHUP ignored from now on (the run is ending after an interrupt)."""
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)

@@ -38,7 +38,19 @@ LAYERS: Mapping[str | None, frozenset[str]] = {
     "tensorflow": layers_needed("framework") | {"framework", "resources", "health"},
     None: layers_needed("visibility") | {"visibility", "resources", "health"},
 }
-_CC = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*$")
+#: A compute capability: ASCII digits, at most three each side (``int()`` of thousands of digits raises).
+_CC = re.compile(r"^\s*([0-9]{1,3})(?:\.([0-9]{1,3}))?\s*$")
+#: The most GPUs a marked test may ask for: a larger count is no machine's (and ``str()`` of it may raise).
+MAX_COUNT = 4096
+
+
+def _shown(value: Any) -> str:
+    """A marker's value as its sentence shows it: its repr, at most 60 characters (an integer of thousands of digits,
+    which ``repr`` refuses, by its size)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -87,30 +99,39 @@ def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
         raise MarkerError(f"@pytest.mark.gpu takes count, min_memory, compute_capability, framework; not {', '.join(unknown)}")
     if len(args) > 1:
         raise MarkerError("@pytest.mark.gpu takes at most one positional argument (count)")
+    if args and "count" in kwargs:
+        raise MarkerError(f"@pytest.mark.gpu: count given twice ({_shown(args[0])} by position, "
+                          f"{_shown(kwargs['count'])} by name): give it once")
     count: Any = args[0] if args else kwargs.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise MarkerError(f"@pytest.mark.gpu(count=...) must be a whole number of GPUs of at least 1, not {count!r}")
+        raise MarkerError(f"@pytest.mark.gpu(count=...) must be a whole number of GPUs of at least 1, not {_shown(count)}")
+    if count > MAX_COUNT:
+        raise MarkerError(f"@pytest.mark.gpu(count=...) must be a whole number of GPUs of at most {MAX_COUNT}, not "
+                          f"{_shown(count)}")
     memory = kwargs.get("min_memory")
     min_memory: str | None = None
     if memory is not None:
         if isinstance(memory, bool) or not isinstance(memory, (int, str)):
-            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not {memory!r}")
+            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not {_shown(memory)}")
         try:
             min_memory = parse_memory(str(memory))
         except ValueError as exc:
-            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) {exc} (got {memory!r})") from None
+            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) {exc} (got {_shown(memory)})") from None
         if min_memory.endswith("%"):
-            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) must be an absolute amount, not a share (got {memory!r})")
+            raise MarkerError(f"@pytest.mark.gpu(min_memory=...) must be an absolute amount, not a share (got {_shown(memory)})")
     cc = kwargs.get("compute_capability")
     capability: tuple[int, int] | None = None
     if cc is not None:
-        m = _CC.match(str(cc)) if isinstance(cc, (str, int, float)) and not isinstance(cc, bool) else None
+        try:
+            m = _CC.match(str(cc)) if isinstance(cc, (str, int, float)) and not isinstance(cc, bool) else None
+        except ValueError:  # str() of an int of thousands of digits
+            m = None
         if m is None or (isinstance(cc, float) and not math.isfinite(cc)):
-            raise MarkerError(f"@pytest.mark.gpu(compute_capability=...) must be like '8.0', not {cc!r}")
+            raise MarkerError(f"@pytest.mark.gpu(compute_capability=...) must be like '8.0', not {_shown(cc)}")
         capability = (int(m.group(1)), int(m.group(2) or 0))
     framework = kwargs["framework"] if "framework" in kwargs else default_framework()
     if framework not in FRAMEWORKS:
-        raise MarkerError(f"@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not {framework!r}")
+        raise MarkerError(f"@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not {_shown(framework)}")
     return Need(count, min_memory, capability, framework, "framework" in kwargs)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, TextIO
 
 from gpucheck import registry
 from gpucheck.jsonfile import Unreadable, as_list, dig, read_json
+from gpucheck.model import catalog
 from gpucheck.reportfile import one_line
 
 ALL_ACCELERATED, NOT_ACCELERATED, UNUSABLE = 0, 1, 2
@@ -84,17 +86,36 @@ def _load(path: str) -> Any:
         raise UnusableReport(str(exc)) from None
 
 
+#: ``gpucheck-report/1`` and its minors (``/1.1``: fields added, none renamed or dropped, DESIGN.md), which this
+#: gpucheck reads; another major it refuses by name.
+_SCHEMA = re.compile(r"gpucheck-report/(?P<major>[0-9]{1,6})(?:\.[0-9]{1,6})?")
+
+
+def _check_schema(path: str, report: Any) -> None:
+    """Raise with the sentence that says why ``report`` is not a report this gpucheck reads."""
+    schema = report.get("schema") if isinstance(report, dict) else None
+    if not isinstance(schema, str):
+        raise UnusableReport(f"{path} is not a gpucheck report (no \"schema\": \"{SCHEMA}\"; made by --gpucheck-json)")
+    m = _SCHEMA.fullmatch(schema)
+    if m is None:
+        raise UnusableReport(f"{path} is not a gpucheck report (its schema is {schema!r}, not {SCHEMA!r})")
+    if m["major"] != SCHEMA.rsplit("/", 1)[1]:
+        raise UnusableReport(f"{path} is a report of schema {schema}, a version this gpucheck does not read (it reads "
+                             f"{SCHEMA} and its minor versions): merge it with the gpucheck that wrote it")
+
+
 def _host(path: str, report: Any) -> Host:
     if isinstance(report, dict) and report.get("schema") == FLEET_SCHEMA:
         raise _Fleet(path)
-    if not isinstance(report, dict) or report.get("schema") != SCHEMA:
-        raise UnusableReport(f"{path} is not a gpucheck report (no \"schema\": \"{SCHEMA}\"; made by --gpucheck-json)")
+    _check_schema(path, report)
     verdict = report.get("verdict")
     if verdict not in ("accelerated", "degraded", "not-accelerated"):
         raise UnusableReport(f"{path} has no verdict")
     rc = report.get("root_cause") if isinstance(report.get("root_cause"), dict) else None
-    rc_id = _text(rc.get("id")) if rc else None
     findings = [f for f in as_list(report.get("findings")) if isinstance(f, dict)]
+    if rc is None and verdict == "degraded":
+        rc = _lowest_degraded(findings)  # a report of a gpucheck that named no root cause for a degraded verdict
+    rc_id = _text(rc.get("id")) if rc else None
     also = [
         _text(f.get("id")) or "?" for f in findings
         if f.get("severity") in ("blocker", "degraded") and (rc_id is None or _text(f.get("id")) != rc_id)
@@ -131,6 +152,15 @@ def _host(path: str, report: Any) -> Host:
         cudnn=loaded.get("cudnn") or _text(build.get("cudnn_version")),
         gpu_model=" + ".join(sorted(set(gpus))) or None,
     )
+
+
+def _lowest_degraded(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The root cause of a degraded verdict as the report contract names it: the lowest degraded finding (by the
+    catalog's layers, then the report's order); None where the report lists none."""
+    layers = catalog().layers
+    degraded = [f for f in findings if f.get("severity") == "degraded"]
+    rank = {name: i for i, name in enumerate(layers)}
+    return min(degraded, key=lambda f: rank.get(str(f.get("layer")), len(layers)), default=None)
 
 
 def _cuda_api(value: Any) -> str | None:
@@ -248,7 +278,21 @@ def merge(paths: Sequence[str]) -> Merged:
             merged.notes.append(f"{path} is a merged fleet JSON (gpucheck merge --json), not a host's report: left out")
     if not merged.hosts:
         raise UnusableReport("no host's report among the files given: " + "; ".join(merged.notes))
+    merged.notes += same_names(merged.hosts)
     return merged
+
+
+def same_names(hosts: Sequence[Host]) -> list[str]:
+    """A note for each host name that different reports share: two rows of one name (a copied report edited, a
+    node's report of another day, two nodes of one name) would make a contradictory summary without a word."""
+    by: dict[str, list[Host]] = {}
+    for h in hosts:
+        by.setdefault(h.host, []).append(h)
+    return [
+        f"{len(hs)} different reports say they are host {name} ({', '.join(h.path for h in hs[:10])}"
+        f"{' ...' if len(hs) > 10 else ''}): each is a row of its own; check which is current"
+        for name, hs in by.items() if len(hs) > 1
+    ]
 
 
 def exit_status(hosts: Sequence[Host]) -> int:

@@ -48,6 +48,10 @@ _RECOVERY_WORDS: tuple[tuple[str, str], ...] = (
     ("none", "none"),
 )
 _HEX = re.compile(r"0x([0-9a-f]+)", re.IGNORECASE)
+#: The evidence key of a finding that says a source of facts the diagnosis was asked to read could not be read to its
+#: end (the kernel log's probe crashed, was killed, timed out): its value names the source. Such a source is "not
+#: checked", never "healthy": ``gpucheck doctor`` exits 2 on it where nothing else makes the node not usable.
+UNREAD_KEY = "unread"
 
 
 def action_rank(action: str) -> int:
@@ -192,6 +196,11 @@ def finding(
         subject=subject,
         action=raised_action(entry.action, evidence),
     )
+
+
+def unread(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that say a source could not be read to its end (:data:`UNREAD_KEY`)."""
+    return [f for f in findings if UNREAD_KEY in f.evidence]
 
 
 def verdict(findings: list[Finding] | tuple[Finding, ...]) -> str:

@@ -17,7 +17,7 @@ from gpucheck.facts import Facts
 from gpucheck.layers import by_name, checked
 from gpucheck.model import catalog
 from gpucheck.settings import Settings
-from gpucheck.unit import ChildProbe, InProcess, LayerRule, TfStep, Unit
+from gpucheck.unit import ChildProbe, Explain, InProcess, LayerRule, TfStep, Unit
 
 #: The lower stack's units, then the units of the layers a switch asks for.
 UNITS: tuple[Unit, ...] = (*stack.UNITS, records.UNIT, performance.UNIT, cluster.UNIT)
@@ -66,6 +66,11 @@ def rules() -> tuple[LayerRule, ...]:
     """Every rules entry point, bottom-up: by layer, then in registry order."""
     cat = catalog()
     return tuple(sorted((r for unit in UNITS for r in unit.rules), key=lambda r: cat.layer_rank(r.layer)))
+
+
+def explainers() -> tuple[Explain, ...]:
+    """What the units' facts add to the findings of others (``Unit.explains``), in registry order."""
+    return tuple(unit.explains for unit in UNITS if unit.explains is not None)
 
 
 def unit_fields() -> tuple[str, ...]:

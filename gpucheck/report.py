@@ -10,7 +10,7 @@ from gpucheck import registry
 from gpucheck.blocking import independent_of
 from gpucheck.diagnosis import Result, environment
 from gpucheck.facts import Facts, facts_of
-from gpucheck.model import Finding, most_severe
+from gpucheck.model import Finding, Severity, most_severe
 from gpucheck.reportfile import one_line, write_report
 from gpucheck.rules.devicemap import device_map_lines
 from gpucheck.settings import Settings
@@ -169,7 +169,8 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
     out.append(("", {}))
     if rc is not None:
         headline, *details = root_cause_lines(rc)
-        out.append((headline, {"red": True, "bold": True}))
+        # A degraded verdict names its root cause too (the lowest degraded finding), in the verdict's colour.
+        out.append((headline, {"red" if rc.severity is Severity.BLOCKER else "yellow": True, "bold": True}))
         out.extend((line, {}) for line in details)
     for f in other_faults(result):
         lead = "also, not caused by the root cause" if independent_of(f, rc) else "also"

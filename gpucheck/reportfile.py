@@ -23,6 +23,14 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
+def same_file(a: str, b: str) -> bool:
+    """``a`` and ``b`` name one file (through links, or ``./x`` and ``x``; a path not there yet by its real path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def reader_gone(out: Any) -> None:
     """The reader of ``out`` went away (`| head`): what it read stands. Point the descriptor at /dev/null so the
     interpreter's last flush at exit finds somewhere to write, instead of printing a BrokenPipeError."""

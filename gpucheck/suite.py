@@ -350,6 +350,12 @@ class SuitePlugin:
             mark = item.get_closest_marker(name)
             assert mark is not None
             try:
+                # The closest level's marks (the test's own, else its class's, else its module's): two there say two
+                # needs and pytest would keep the first without a word. A closer one overriding a module's is fine.
+                pairs = list(item.iter_markers_with_node(name))
+                level = [m for node, m in pairs if node is pairs[0][0]]
+                if len(level) > 1:
+                    raise MarkerError(f"{len(level)} {name} marks on one test at one level: give it one")
                 parse_need(mark.args, mark.kwargs)
             except MarkerError as exc:
                 raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
@@ -464,8 +470,11 @@ class SuitePlugin:
         counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.outcomes.items()))
         tr.write_line(f"{marked} marked test(s): {counts}" if marked else "no marked test ran")
         if result.root_cause is not None:
+            from gpucheck.model import Severity
+
             headline, *details = root_cause_lines(result.root_cause)
-            tr.write_line(headline, red=True, bold=True)
+            blocker = result.root_cause.severity is Severity.BLOCKER
+            tr.write_line(headline, bold=True, **({"red": True} if blocker else {"yellow": True}))
             for line in details:
                 tr.write_line(line)
         if result.verdict != "accelerated" and self.outcomes.get("passed", 0):

@@ -17,6 +17,9 @@ from gpucheck.model import Finding
 from gpucheck.settings import Settings
 
 Rule = Callable[[Facts, Settings], list[Finding]]
+#: Evidence a unit's facts add to a finding another rule made (the kernel log's words for the GPU NVML finds lost):
+#: ``(facts, finding) -> {key: value}``, empty where it has none. It only adds: a key the finding has is kept.
+Explain = Callable[[Facts, Finding], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class Unit:
     #: that they time a machine where no probe of ours still runs.
     after: tuple[ChildProbe, ...] = ()
     rules: tuple[LayerRule, ...] = ()
+    #: Evidence its facts add to the findings of every unit's rules, once they have all run (``Explain``).
+    explains: Explain | None = None
     #: Why a question (by finding id) could not be looked at here: ``{id: reason}``, a pure function of the
     #: facts (NVML did not answer; --gpucheck-expect-gpus not given).
     not_checked: Callable[[Facts, Settings], Mapping[str, str]] | None = None

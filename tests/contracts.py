@@ -1,9 +1,10 @@
 """The promises a report makes to the person reading it, as assertions the scenario tests share.
 
 - **One red line**: every failed check carries the root cause, another fault of the root cause's own layer,
-  a finding the report marks ``independent_of_root_cause`` (docs/how-it-works.md, "Checks"), or a (degraded) fault of a
-  layer the root cause's layer rests on, which cannot be its consequence either. A failed check that carries
-  only a consequence of the root cause is a second red line with the wrong remedy.
+  a finding the report marks ``independent_of_root_cause`` (docs/how-it-works.md, "Checks": above the root cause and
+  not resting on it, or about another GPU), a (degraded) fault of a layer the root cause's layer rests on, which
+  cannot be its consequence either, or, under a degraded root cause (which blocks nothing), any fault. A failed check
+  that carries only a consequence of the root cause is a second red line with the wrong remedy.
 - **Not checked is never passed**: with ``--gpucheck-framework=none`` no TensorFlow process runs, so every
   check whose question needs a framework layer is skipped (not checked, or blocked by a lower root cause).
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import gpucheck
-from gpucheck.blocking import QUESTION_ATTRIBUTE, Question, layers_needed, layers_needed_by_cause
+from gpucheck.blocking import GPU_SUBJECTS, QUESTION_ATTRIBUTE, Question, layers_needed, layers_needed_by_cause
 from gpucheck.layers import by_name
 
 PACKAGE = Path(gpucheck.__file__).parent
@@ -41,6 +42,8 @@ def assert_one_red_line(report: dict[str, Any]) -> None:
             # A fault below what the root cause rests on (a degraded NVML under a visibility root cause, XLA's
             # toolchain under memory-config-failed, which needs TensorFlow) is no consequence of it.
             or f["layer"] in layers_needed_by_cause(rc["id"], rc["layer"])
+            # A degraded root cause (the lowest fault of a degraded verdict) blocks nothing: each fault is its own line.
+            or (rc["severity"] == "degraded" and f.get("blocked_by") is None)
         )
 
     for check in failed:
@@ -49,10 +52,18 @@ def assert_one_red_line(report: dict[str, Any]) -> None:
             f"layer {rc['layer']} or below, nor a finding independent of it "
             f"({[(i, findings[i]['layer'], findings[i]['independent_of_root_cause']) for i in check['finding_ids']]})"
         )
-    # The JSON field reads back as the rule says: independent findings lie above the root cause's layer.
+    # The JSON field reads back as the rule says: independent findings lie above the root cause's layer, or are about a
+    # GPU other than the root cause's, for which it blocks nothing (blocking.independent_of).
     for f in report["findings"]:
         if f["independent_of_root_cause"]:
-            assert f["id"] != rc["id"] and rc["layer"] not in layers_needed_by_cause(f["id"], f["layer"]), f
+            other_gpu = _other_gpu(rc.get("subject"), f.get("subject"))
+            same = f["id"] == rc["id"] and f.get("subject") == rc.get("subject")
+            assert not same and (other_gpu or rc["layer"] not in layers_needed_by_cause(f["id"], f["layer"])), f
+            assert f.get("blocked_by") is None, f
+
+
+def _other_gpu(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and a != b and a.startswith(GPU_SUBJECTS) and b.startswith(GPU_SUBJECTS)
 
 
 @cache

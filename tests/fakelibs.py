@@ -1,6 +1,8 @@
 """Build fake driver libraries from the C sources in tests/fakes and lay them out like a real install.
 
-A library is compiled once per test session with the system C compiler into
+A library is compiled once per test session with the system C compiler (into a cache folder that
+every pytest-xdist worker of the session shares, each build under its source's hash and moved into place
+atomically, so two workers building one library at once are no harm), then installed as
 ``<dir>/<soname-stem>.so.<version>`` with the link ``<soname>`` beside it
 (``libcuda.so.1 -> libcuda.so.550.54.15``), as a driver install lays them out:
 TensorFlow reads the driver version from that file name (../shared/PITFALLS.md).
@@ -26,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,13 +92,26 @@ def _stub_dir(cc: str, sonames: tuple[str, ...], cache_dir: Path) -> Path:
     stubs.mkdir(parents=True, exist_ok=True)
     src = stubs / "stub.c"
     if not src.exists():
-        src.write_text("void gpucheck_link_stub(void) {}\n")
+        _write_atomically(src, lambda tmp: tmp.write_text("void gpucheck_link_stub(void) {}\n"))
     for soname in sonames:
         out = stubs / soname
         if not out.exists():
-            cmd = [cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(out), str(src)]
-            subprocess.run(cmd, capture_output=True, text=True, check=True)
+            _write_atomically(out, lambda tmp, soname=soname: subprocess.run(
+                [cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(tmp), str(src)],
+                capture_output=True, text=True, check=True,
+            ))
     return stubs
+
+
+def _write_atomically(path: Path, make: Callable[[Path], object]) -> None:
+    """``make`` writes a temporary file of this process beside ``path``, which is then renamed to it: another
+    process (an xdist worker of the same session) sees the whole file or none, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        make(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _headers() -> str:
@@ -117,16 +132,18 @@ def build(lib: FakeLibrary, out_dir: Path, version: str, cache_dir: Path) -> Pat
     built = cache_dir / f"{lib.soname}-{digest}.so"
     if not built.exists():
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = built.with_suffix(".tmp")
-        cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", f"-Wl,-soname,{lib.soname}", "-I", str(FAKES), "-o", str(tmp), str(src)]
-        cmd[1:1] = [f"-D{d}" for d in lib.defines]
-        if lib.needs:
-            stubs = _stub_dir(cc, lib.needs, cache_dir)
-            cmd += ["-Wl,--no-as-needed", f"-L{stubs}", *[f"-l:{n}" for n in lib.needs]]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"compiling {src.name} failed:\n{proc.stderr}")
-        tmp.replace(built)
+
+        def compile_to(tmp: Path) -> None:
+            cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", f"-Wl,-soname,{lib.soname}", "-I", str(FAKES), "-o", str(tmp), str(src)]
+            cmd[1:1] = [f"-D{d}" for d in lib.defines]
+            if lib.needs:
+                stubs = _stub_dir(cc, lib.needs, cache_dir)
+                cmd += ["-Wl,--no-as-needed", f"-L{stubs}", *[f"-l:{n}" for n in lib.needs]]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"compiling {src.name} failed:\n{proc.stderr}")
+
+        _write_atomically(built, compile_to)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = lib.soname.split(".so")[0]
     real = out_dir / f"{stem}.so.{version}"

@@ -24,6 +24,7 @@ from gpucheck.blocking import (
     layer_states,
     layers_needed,
     layers_needed_by_cause,
+    named_root_cause,
     root_cause,
 )
 from gpucheck.diagnosis import Result
@@ -91,6 +92,26 @@ def test_the_root_cause_is_the_blocker_of_the_lowest_layer() -> None:
     assert root_cause([ecc, make("xid-recorded", INFO)]) is None and root_cause([]) is None
     incomplete = make("diagnosis-incomplete")
     assert root_cause([libcuda, incomplete, make("driver-not-loaded")]) is incomplete
+
+
+def test_a_degraded_verdict_names_its_lowest_degraded_finding_as_root_cause() -> None:
+    """DESIGN.md, the report contract: root_cause is null exactly when the verdict is accelerated; for degraded it is
+    the lowest degraded finding, by the same ordering as blockers (layer, then rule order); a blocker wins always."""
+    nvml, pcie0, pcie1 = (make("nvml-missing", DEGRADED), make("pcie-link-degraded", DEGRADED, subject="GPU-0"),
+                          make("pcie-link-degraded", DEGRADED, subject="GPU-1"))
+    note, libcuda = make("xid-recorded", INFO), make("libcuda-missing")
+    assert named_root_cause([pcie0, note, nvml, pcie1]) is nvml
+    assert named_root_cause([pcie1, pcie0]) is pcie1
+    assert named_root_cause([pcie0, libcuda]) is libcuda
+    assert named_root_cause([note]) is None and named_root_cause([]) is None
+    for findings in ([pcie0, note, nvml], [note], [libcuda, pcie0]):
+        rc, v = named_root_cause(findings), verdict(findings)
+        assert (rc is None) == (v == "accelerated")
+        assert rc is None or rc.severity is (BLOCKER if v == "not-accelerated" else DEGRADED)
+    # A degraded root cause blocks nothing: the question of its neighbour is its own.
+    result = diagnose(pcie0, make("clocks-throttled", DEGRADED, subject="GPU-1"))
+    assert result.cause_blocked_by(result.findings[1]) is None
+    assert {s.state for s in result.layers if s.layer != "health"} == {"ok"}
 
 
 # --- layer states -------------------------------------------------------------------------------------
@@ -185,6 +206,19 @@ def test_independent_of_the_root_cause_means_above_it_and_not_resting_on_it() ->
     assert not independent_of(make("driver-library-mismatch"), libcuda)
     assert not independent_of(cpu_only, cpu_only)
     assert not independent_of(ecc, make("diagnosis-incomplete"))
+
+
+def test_a_fault_of_another_gpu_is_independent_of_the_root_cause() -> None:
+    """Issue 35, point 2: GPU 5 lost, GPU 2's ECC errors (health needs visibility, yet the loss blocks nothing for GPU
+    2): independent, its own red line; the same GPU's fault is not; a GPU the driver could not take (``PCI ...``,
+    not listed by NVML) is another GPU too; a fault about no GPU is not independent of a GPU's loss."""
+    lost, ecc2, ecc5 = make("gpu-lost", subject="GPU-5"), make("ecc-errors", subject="GPU-2"), make("ecc-errors", subject="GPU-5")
+    assert independent_of(ecc2, lost) and not independent_of(ecc5, lost)
+    assert independent_of(make("compute-mode-prohibited", subject="GPU-2"), lost)
+    unheld = make("gpu-init-failed", subject="PCI 0000:b3:00.0")
+    assert independent_of(ecc2, unheld) and not independent_of(make("cuda-init-failed"), unheld)
+    result = diagnose(lost, ecc2, ecc5)
+    assert result.cause_blocked_by(ecc2) is None and result.cause_blocked_by(ecc5) is lost
 
 
 # --- what a check decides ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import RUN_OPTIONS, GpucheckRun
 from gpucheck.cluster.probe import free_ports
 from tests.test_merge import gpucheck_merge
 
@@ -213,7 +213,9 @@ def test_a_slurm_rank_on_another_node_through_the_full_path(
 def test_nodes_given_the_cluster_in_different_orders(tmp_path: Path) -> None:
     """Two nodes whose TF_CONFIGs list the workers in different orders, each with index 0: every port answers
     (each is the other's worker 1), but each thinks itself the coordination leader and waits for the other to
-    join. `cluster-collective-failed` on both, naming the task TensorFlow waits for; bounded by the wait."""
+    join. `cluster-collective-failed` on both, naming the task TensorFlow waits for; bounded by the wait.
+    Slow by what it checks: two whole nodes, each with its diagnosis, whose cluster tasks TensorFlow's
+    coordination service holds until they are stopped (30 s after the wait, --gpucheck-cluster-timeout)."""
     a, b = free_ports(2)
     configs = [
         {"cluster": {"worker": [f"127.0.0.1:{a}", f"127.0.0.1:{b}"]}, "task": {"type": "worker", "index": 0}},
@@ -226,7 +228,7 @@ def test_nodes_given_the_cluster_in_different_orders(tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
         env["TF_CONFIG"] = json.dumps(config)
         cmd = [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-cluster", f"--gpucheck-cluster-timeout={SHORT_WAIT}",
-               f"--gpucheck-json={where / 'report.json'}", "-p", "no:cacheprovider", "-q"]
+               f"--gpucheck-json={where / 'report.json'}", *RUN_OPTIONS, "-q"]
         procs.append((where, subprocess.Popen(cmd, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
     try:
         outputs = [proc.communicate(timeout=BOUND_S)[0] for _w, proc in procs]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun, tensorflow_facts
+from conftest import GpucheckRun, SharedRuns, tensorflow_facts
 from gpucheck.blocking import layers_needed as requires
 from tests.contracts import assert_one_red_line
 
@@ -30,14 +30,13 @@ def _framework_log(run: GpucheckRun) -> list[str]:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_scenario(
-    path: Path, fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
-) -> None:
+def test_scenario(path: Path, gpucheck_shared: SharedRuns) -> None:
+    """A scenario's run is shared (``gpucheck_shared``): tests/test_healthy_h100.py and tests/test_placement.py
+    read the runs of h100-80gb-healthy, gpu-outputs-stay-zero and cuda-malloc-async-without-memory-pools too."""
     scenario = json.loads(path.read_text())
     assert scenario.get("_source"), "every scenario cites the machine or report it models"
     expect = scenario["expect"]
-    fake_machine(scenario)
-    run = run_gpucheck("-rs")
+    run = gpucheck_shared.run("-rs", scenario=scenario)
     out = run.result.stdout.str()
     assert run.result.ret == expect["exit"], out
     assert run.report["verdict"] == expect["verdict"], out

@@ -142,6 +142,7 @@ def test_healthy_h100_node_is_usable(tmp_path: Path, fake_machine: Callable[[dic
     m = metrics(prom)
     assert m["gpucheck_usable"] == [({}, 1.0)]
     assert all(labels["severity"] == "info" for labels, _ in m.get("gpucheck_finding", []))
+    assert "gpucheck_root_cause" not in m, "accelerated: no root cause (DESIGN.md, the report contract)"
     # The same node expected to have nine GPUs is not usable.
     done = doctor("--framework=none", "--expect-gpus=9", "--json", "-", cwd=tmp_path)
     assert done.returncode == 1
@@ -157,7 +158,13 @@ def test_degraded_node_and_fail_on(tmp_path: Path, fake_machine: Callable[[dict[
     done = doctor("--framework=none", *doctor_args(s), "--prometheus", prom, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("gpucheck doctor: degraded (not usable)")
-    assert "also: pcie-link-degraded (health, degraded, action service-hardware)" in done.stdout
+    # A degraded verdict names its root cause (the lowest degraded finding: GPU 0's); GPU 1's own fault is its own line.
+    assert done.stdout.splitlines()[1].startswith("root cause: pcie-link-degraded (health): GPU 0 ")
+    assert "also, not caused by the root cause: pcie-link-degraded (health, degraded, action service-hardware)" in done.stdout
+    assert metrics(prom)["gpucheck_root_cause"] == [
+        ({"id": "pcie-link-degraded", "severity": "degraded", "layer": "health", "action": "service-hardware", "gpu": "0"},
+         1.0)
+    ]
     pcie = [labels for labels, _ in metrics(prom)["gpucheck_finding"] if labels["id"] == "pcie-link-degraded"]
     # GPU 0 behind a riser at x8, GPU 1 stuck at Gen1 (the scenario's source); GPU 2 is fine.
     assert sorted(pcie, key=lambda labels: labels["gpu"]) == [

@@ -256,7 +256,8 @@ def test_host_links_stand_for_this_machines_files(tmp_path: Path) -> None:
 
 def test_tensorflow_runs_conv2d_and_jit_compile_on_the_fake_h100(h100: dict[str, Any]) -> None:
     """TensorFlow 2.21 initialises cuDNN on the fake GPU and runs conv2d there; XLA compiles with the
-    toolkit the scenario's host view links (this machine's /usr/local/cuda) and runs on the GPU."""
+    toolkit the scenario's host view links (this machine's /usr/local/cuda) and runs on the GPU. Slow:
+    TensorFlow's import, then XLA's compile with the toolkit's ptxas."""
     proc = subprocess.run(
         [sys.executable, "-c", TF_PROBE],
         capture_output=True,

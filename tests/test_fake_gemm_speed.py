@@ -193,6 +193,8 @@ def test_each_gemm_sleeps_for_its_flops_at_its_dtypes_speed(
 def test_tensorflow_matmuls_on_the_slow_h100_run_at_its_set_speed(
     backend: str, fake_machine: Callable[[dict[str, Any]], Path]
 ) -> None:
+    """Slow: a TensorFlow process per backend, and in it about ROUND_S of the fake's sleep per round, warm-up
+    included, for each dtype."""
     fake_machine(SLOW)
     expected = {label: set_tflops(SLOW, label) for label in DTYPES}
     # Chained matmuls per round: about ROUND_S of sleep in the fake at the set speed.

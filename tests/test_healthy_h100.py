@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun, tensorflow_facts
+from conftest import GpucheckRun, SharedRuns, tensorflow_facts
 from tests import fakelibs
 
 H100 = json.loads((Path(__file__).parent / "scenarios/cuda/h100-80gb-healthy.json").read_text())
@@ -63,11 +63,9 @@ def memory_facts(run: GpucheckRun) -> tuple[dict[str, Any], dict[str, Any]]:
     return tf, growth
 
 
-def test_healthy_h100_reads_healthy_except_for_kernel_results(
-    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
-) -> None:
-    fake_machine(H100)
-    run = run_gpucheck("-rs")
+def test_healthy_h100_reads_healthy_except_for_kernel_results(gpucheck_shared: SharedRuns) -> None:
+    """The scenario's plain run, shared with tests/test_cuda_scenarios.py (``test_scenario[h100-80gb-healthy]``)."""
+    run = gpucheck_shared.run("-rs", scenario=H100)
     assert_healthy_but_for_numerics(run)
     assert run.result.ret == 1
     # TensorFlow registers the one GPU with ~79 GiB: the memory-growth process creates it with what is free,
@@ -116,7 +114,9 @@ def test_healthy_h100_reads_the_same_over_repeated_runs_on_a_loaded_machine(
     fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
 ) -> None:
     """The false alarm was a race: two healthy runs of three raised it on the real H100. Three runs here,
-    with every core busy, read the same."""
+    with every core busy, read the same. The slowest test of the suite, on purpose: three diagnoses of two
+    TensorFlow processes each, while a busy loop per core takes the CPU they would have had (the race needs a
+    loaded machine, and so does an xdist worker beside it)."""
     fake_machine(H100)
     for _ in range(3):
         run = run_gpucheck()

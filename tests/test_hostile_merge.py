@@ -154,3 +154,48 @@ def test_a_fifo_no_one_writes_to_ends_in_a_sentence(real_report: dict[str, Any],
     os.mkfifo(fifo)
     done = gpucheck_merge(fifo)
     assert done.returncode == 2 and "nothing came from" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_two_different_reports_of_one_host_name_are_named_in_a_note(
+    real_report: dict[str, Any], tmp_path: Path
+) -> None:
+    """Issue 37, point 7: two different reports that both say node-01 (a node's report of another day beside
+    today's) became two rows and a contradictory summary without a word; a note names them."""
+    today = _write(tmp_path / "today.json", real_report, "node-01")
+    older = json.loads(json.dumps(real_report))
+    older["verdict"], older["root_cause"], older["findings"] = "accelerated", None, []
+    yesterday = _write(tmp_path / "yesterday.json", older, "node-01")
+    done = gpucheck_merge(today, yesterday, "--json", "-")
+    _no_traceback(done)
+    notes = json.loads(done.stdout)["notes"]
+    assert len(notes) == 1 and "2 different reports say they are host node-01" in notes[0], notes
+    assert str(today) in notes[0] and str(yesterday) in notes[0]
+    assert "note: 2 different reports say they are host node-01" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("schema", "status", "words"),
+    [("gpucheck-report/1.1", 1, None), ("gpucheck-report/1.12", 1, None),
+     ("gpucheck-report/2", 2, "is a report of schema gpucheck-report/2, a version this gpucheck does not read"),
+     ("gpucheck-report/x", 2, "its schema is 'gpucheck-report/x'"),
+     (None, 2, "no \"schema\": \"gpucheck-report/1\"")],
+)
+def test_a_newer_minor_schema_is_read_and_another_major_refused_by_name(
+    real_report: dict[str, Any], tmp_path: Path, schema: str | None, status: int, words: str | None
+) -> None:
+    """A report of ``gpucheck-report/1.1`` (a newer minor: fields added, none renamed) aborted the merge with "no
+    schema"; it is read, and a major this gpucheck does not read is refused by its name."""
+    report = json.loads(json.dumps(real_report))
+    if schema is None:
+        del report["schema"]
+    else:
+        report["schema"] = schema
+    path = _write(tmp_path / "newer.json", report, "node-01")
+    done = gpucheck_merge(path)
+    _no_traceback(done)
+    assert done.returncode == status, done.stdout + done.stderr
+    if words is None:
+        assert "not-accelerated" in done.stdout
+    else:
+        [line] = done.stderr.splitlines()
+        assert words in line, line

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import RUN_OPTIONS
 from gpucheck.settings import Settings, conflicts
 
 
@@ -24,7 +25,7 @@ from gpucheck.settings import Settings, conflicts
 def test_ini_values_of_the_wrong_kind_are_usage_errors(pytester: pytest.Pytester, ini: str, sentence: str) -> None:
     name = "pyproject.toml" if ini.startswith("[tool.") else "pytest.ini"
     (pytester.path / name).write_text(ini)
-    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--gpucheck", *RUN_OPTIONS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert sentence in result.stderr.str()
     assert not any(p.name in ("True", "False", "true", "false") for p in pytester.path.iterdir())
@@ -32,7 +33,7 @@ def test_ini_values_of_the_wrong_kind_are_usage_errors(pytester: pytest.Pytester
 
 def test_values_are_stripped_of_spaces_like_every_other_option(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUCHECK_FRAMEWORK", " None ")
-    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--gpucheck", *RUN_OPTIONS)
     assert result.ret != pytest.ExitCode.USAGE_ERROR, result.stderr.str()
     assert "checks_framework" not in result.stdout.str()  # framework=none: no TensorFlow check collected
 
@@ -40,7 +41,7 @@ def test_values_are_stripped_of_spaces_like_every_other_option(pytester: pytest.
 def test_junitxml_and_the_report_on_one_path_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(
         "--gpucheck", "--junitxml=out/result.xml", f"--gpucheck-json={pytester.path}/out/../out/result.xml",
-        "-p", "no:cacheprovider",
+        *RUN_OPTIONS,
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--junitxml and --gpucheck-json name the same file" in result.stderr.str()
@@ -49,7 +50,7 @@ def test_junitxml_and_the_report_on_one_path_is_a_usage_error(pytester: pytest.P
 
 def test_benchmarks_without_a_framework_say_they_are_ignored(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "--gpucheck-benchmarks", "-q",
-                                           "-p", "no:cacheprovider")
+                                           *RUN_OPTIONS)
     assert "--gpucheck-benchmarks is ignored with --gpucheck-framework=none" in result.stdout.str()
     assert conflicts(Settings(benchmarks=True)) == []
     assert conflicts(Settings(benchmarks=False, framework="none")) == []
@@ -59,7 +60,7 @@ def test_a_tf_config_nested_too_deep_is_a_finding_not_an_internal_error(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TF_CONFIG", "[" * 100_000)
-    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", *RUN_OPTIONS)
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out and "RecursionError" not in out
     assert "cluster-config-invalid" in out and "TF_CONFIG is nested too deep for Python's json.loads" in out
@@ -71,7 +72,7 @@ def test_escape_sequences_from_the_environment_never_reach_the_terminal(
 ) -> None:
     """An escape sequence in TF_CONFIG (clear the screen, set the window title) is shown as text."""
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "x": "\x1b[2J\x1b]0;pwn\x07"}}')
-    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "-rs", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=none", "-rs", *RUN_OPTIONS)
     out = result.stdout.str()
     assert "cluster-config-invalid" in out
     assert "\x1b" not in out and "\x07" not in out
@@ -84,7 +85,7 @@ def test_a_cluster_document_too_long_for_any_environment_is_a_config_problem(pyt
     doc = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}, "pad": "x" * 200_000}
     (pytester.path / "pytest.ini").write_text("[pytest]\ngpucheck_cluster = " + json.dumps(doc) + "\n")
     report = pytester.path / "report.json"
-    pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={report}", "--gpucheck-cluster-timeout=5", "-p", "no:cacheprovider")
+    pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={report}", "--gpucheck-cluster-timeout=5", *RUN_OPTIONS)
     findings = {f["id"]: f for f in json.loads(report.read_text())["findings"]}
     assert "cluster-collective-failed" not in findings
     assert "MAX_ARG_STRLEN" in findings["cluster-config-invalid"]["summary"]
@@ -96,7 +97,7 @@ def test_a_user_test_that_cannot_be_collected_exits_2_with_the_whole_diagnosis(p
     person is still there: the diagnosis is waited for, with or without the header that used to wait for it."""
     (pytester.path / "test_broken.py").write_text("def test_a(:\n")
     report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess("--gpucheck", ".", f"--gpucheck-json={report}", "-p", "no:cacheprovider", *quiet)
+    result = pytester.runpytest_subprocess("--gpucheck", ".", f"--gpucheck-json={report}", *RUN_OPTIONS, *quiet)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     data = json.loads(report.read_text())
     assert data["complete"] is True and data["root_cause"]["id"] != "diagnosis-incomplete", data["root_cause"]

@@ -130,8 +130,8 @@ def test_this_machines_dev_kmsg_is_read_to_its_end_and_returns() -> None:
 def test_dev_kmsg_records_of_this_machine_parse_as_kmsg() -> None:
     if not os.access("/dev/kmsg", os.R_OK):
         pytest.skip("/dev/kmsg is not readable here")
-    lines, truncated = read_kmsg(Path("/dev/kmsg"))
-    assert lines and not truncated
+    lines, read = read_kmsg(Path("/dev/kmsg"))
+    assert lines and not read.truncated and read.unfinished is None and read.records == len(lines)
     # Times since boot never go backwards in the kernel's ring buffer.
     stamps = [ln.seconds for ln in lines if ln.seconds is not None]
     assert stamps == sorted(stamps) and len(stamps) == len(lines)

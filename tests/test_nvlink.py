@@ -308,11 +308,13 @@ def test_pytest_gpucheck_fails_the_gpus_nvlink_check_alone(
     assert checks["test_nvlink_links[GPU-3]"]["finding_ids"] == ["nvlink-degraded"]
     (f,) = [f for f in run.report["findings"] if f["id"] == "nvlink-degraded"]
     assert f["subject"] == "GPU-3" and f["evidence"]["inactive"] == [2, 7, 11, 16] and f["action"] == "reset-gpu"
-    assert run.report["root_cause"] is None
+    # A degraded verdict names its root cause too: the lowest degraded finding (DESIGN.md, the report contract).
+    assert run.report["verdict"] == "degraded" and run.report["root_cause"]["id"] == "nvlink-degraded"
+    assert run.report["root_cause"]["subject"] == "GPU-3"
     assert {s["layer"]: s["state"] for s in run.report["layers"]}["health"] == "degraded"
     run.result.stdout.fnmatch_lines([
         "gpucheck:   GPU 3: NVIDIA H100 80GB HBM3, 00000000:5D:00.0, cc 9.0, *, PCIe Gen1 x16, NVLink 14 of 18 active, 34 C",
-        "also: nvlink-degraded (health, degraded): GPU 3 (NVIDIA H100 80GB HBM3, 00000000:5D:00.0): 14 of its 18 "
+        "root cause: nvlink-degraded (health): GPU 3 (NVIDIA H100 80GB HBM3, 00000000:5D:00.0): 14 of its 18 "
         "NVLinks are active (inactive: links 2, 7, 11, 16).",
         "FAILED checks_nvml.py::test_nvlink_links[[]GPU-3[]] - Failed: nvlink-degraded*",
     ])
@@ -356,3 +358,30 @@ def test_a_driver_that_refuses_the_fabric_structs_version_is_read_through_the_ol
     assert fabric is not None and fabric.api == "nvmlDeviceGetGpuFabricInfo" and fabric.health_mask is None
     assert (fabric.state, fabric.status_name, fabric.clique_id) == (3, "NVML_ERROR_INSUFFICIENT_RESOURCES", 0)
     assert [f.subject for f in nvlink_rules(nf, Settings())] == ["GPU-2"]
+
+
+def test_a_bridge_card_with_no_link_up_is_a_note_that_names_the_setting(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun], tmp_path: Path
+) -> None:
+    """Issue 35, point 5: the two H100 NVL of azhpc-images#443 with no link up. One reading cannot tell an unbridged card
+    from a bridged one whose links did not train, so it is an info note naming --gpucheck-expect-nvlink, never a fault
+    by itself: the verdict stays accelerated (pytest --gpucheck and gpucheck doctor alike); with the setting, the same
+    machine is nvlink-degraded and the note is gone (one id, one cause)."""
+    fake_machine(load(SCENARIOS / "nvlink" / "nc80adis-h100-nvl-no-active-link.json"))
+    run = run_gpucheck("--gpucheck-framework=none")
+    notes = {f["subject"]: f for f in run.report["findings"] if f["id"] == "nvlink-bridge-unconfirmed"}
+    assert sorted(notes) == ["GPU-0", "GPU-1"], run.finding_ids
+    note = notes["GPU-0"]
+    assert note["severity"] == "info" and note["action"] == "none" and "--gpucheck-expect-nvlink" in note["remedy"]
+    assert "GPUCHECK_EXPECT_NVLINK" in note["remedy"] and note["evidence"]["active_when_bridged"] == 12
+    assert run.report["verdict"] == "accelerated" and run.report["root_cause"] is None, run.finding_ids
+    assert "nvlink-degraded" not in run.finding_ids
+    checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+    assert checks["test_nvlink_links[GPU-0]"] == {**checks["test_nvlink_links[GPU-0]"], "outcome": "passed",
+                                                 "finding_ids": ["nvlink-bridge-unconfirmed"]}
+    done = subprocess.run([sys.executable, "-m", "gpucheck.cli", "doctor", "--framework=none"], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("gpucheck doctor: accelerated (usable)"), done.stdout
+    expected = run_gpucheck("--gpucheck-framework=none", "--gpucheck-expect-nvlink")
+    assert "nvlink-bridge-unconfirmed" not in expected.finding_ids
+    assert expected.report["root_cause"]["id"] == "nvlink-degraded" and expected.report["verdict"] == "degraded"

@@ -4,7 +4,8 @@ The table is tests/scenarios/nvml/*.json: adding a case is adding a file. A scen
 machine (``host``, ``libraries``, ``cuda``, ``gpus``, ``links``, ``nvml``; keys documented at the top of
 tests/fakes/libnvidia-ml.c) and what the report must say (``expect``):
 
-- ``root_cause``: the root cause on the machine the scenario models. Real TensorFlow cannot drive a
+- ``root_cause``: the root cause on the machine the scenario models (a degraded machine's is its lowest degraded
+  fault, DESIGN.md's report contract; null only for a healthy one). Real TensorFlow cannot drive a
   fake driver (no CUDA runtime here, no GPU behind libcuda), so on every fake machine the layers in
   ``FAKE_WORLD_LAYERS`` break too; the root cause is judged without their findings, and the report's
   own root cause must be the expected one wherever that lies below them.
@@ -12,20 +13,23 @@ tests/fakes/libnvidia-ml.c) and what the report must say (``expect``):
   ``subjects`` (the GPUs a finding is about), ``severity``, ``evidence`` (a subset), ``summary``
   (a glob), ``remedy`` (a glob), ``facts`` (dotted paths into the report's facts), ``checks`` (a check's outcome and the
   finding ids it recorded, by node name), ``output`` (terminal lines, globs), ``max_seconds``.
+
+Each scenario is diagnosed twice, two contracts: through the full path with TensorFlow (``test_scenario``,
+whose run is shared with the tests here that read the same machine) and as a node's GPU stack alone
+(``test_scenario_gpu_stack_alone``, --gpucheck-framework=none, without TensorFlow's two processes).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import GpucheckRun, SharedRuns
 from gpucheck.layers import LAYERS
 from gpucheck.model import catalog
 from tests.contracts import assert_one_red_line, assert_tensorflow_checks_not_checked
@@ -63,14 +67,14 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def effective_root_cause(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The report's root cause, judged without the findings of the layers only the fake world breaks."""
+    """The report's root cause, judged without the findings of the layers only the fake world breaks: the lowest
+    blocker, else the lowest degraded finding (DESIGN.md: a degraded verdict names its root cause too)."""
     layers = [entry["layer"] for entry in report["layers"]]
-    blockers = [
-        f for f in report["findings"] if f["severity"] == "blocker" and f["layer"] not in FAKE_WORLD_LAYERS
-    ]
-    if not blockers:
-        return None
-    return min(blockers, key=lambda f: layers.index(f["layer"]) if f["layer"] in layers else -1)
+    for severity in ("blocker", "degraded"):
+        found = [f for f in report["findings"] if f["severity"] == severity and f["layer"] not in FAKE_WORLD_LAYERS]
+        if found:
+            return min(found, key=lambda f: layers.index(f["layer"]) if f["layer"] in layers else -1)
+    return None
 
 
 def dig(data: Any, path: str) -> Any:
@@ -83,19 +87,19 @@ def check_outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["nodeid"].split("::")[-1]: c for c in report["checks"]}
 
 
+def scenario_run(gpucheck_shared: SharedRuns, scenario: dict[str, Any]) -> GpucheckRun:
+    """A scenario's run through the full path, shared (``gpucheck_shared``): -rs for the skips, -v for a line
+    per check (test_per_gpu_checks_fail_only_for_their_gpu reads gpu-fallen-off-the-bus's)."""
+    return gpucheck_shared.run("-rs", "-v", *scenario.get("args", []), scenario=scenario)
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_scenario(
-    path: Path,
-    fake_machine: Callable[[dict[str, Any]], Path],
-    run_gpucheck: Callable[..., GpucheckRun],
-) -> None:
+def test_scenario(path: Path, gpucheck_shared: SharedRuns) -> None:
     scenario = load(path)
     assert scenario.get("_source"), "every scenario cites the machine or report it models"
     expect = scenario["expect"]
-    fake_machine(scenario)
-    start = time.monotonic()
-    run = run_gpucheck("-rs", *scenario.get("args", []))
-    elapsed = time.monotonic() - start
+    run = scenario_run(gpucheck_shared, scenario)
+    elapsed = run.result.duration
     out = run.result.stdout.str()
     assert run.result.ret in (0, 1), out
     report = run.report
@@ -151,7 +155,7 @@ def test_scenario(
     run.result.stdout.fnmatch_lines(expect.get("output", []))
     if "max_seconds" in expect:
         # A "did not hang" bound (the fake's hung call sleeps forever), wide enough for a loaded 2-core machine's
-        # TensorFlow start; not a speed target.
+        # TensorFlow start; not a speed target. The run's own wall time, not this test's wait for a shared run.
         assert elapsed < expect["max_seconds"], elapsed
 
 
@@ -167,12 +171,10 @@ def test_the_table_covers_every_finding_of_the_issue() -> None:
         assert set(ISSUE_FINDINGS) <= set(scenarios[name].get("absent", [])), name
 
 
-def test_per_gpu_checks_fail_only_for_their_gpu(
-    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
-) -> None:
-    """A lost GPU fails test_gpu_reachable[GPU-2] alone; every per-GPU question is one item per GPU."""
-    fake_machine(load(SCENARIO_DIR / "gpu-fallen-off-the-bus.json"))
-    run = run_gpucheck("-v")
+def test_per_gpu_checks_fail_only_for_their_gpu(gpucheck_shared: SharedRuns) -> None:
+    """A lost GPU fails test_gpu_reachable[GPU-2] alone; every per-GPU question is one item per GPU (the
+    scenario's run of test_scenario, which has -v)."""
+    run = scenario_run(gpucheck_shared, load(SCENARIO_DIR / "gpu-fallen-off-the-bus.json"))
     checks = check_outcomes(run.report)
     for question in ("test_gpu_reachable", "test_mig_addressable", "test_compute_mode_allows_work",
                      "test_memory_headroom", "test_memory_healthy", "test_clocks_not_throttled", "test_pcie_link_at_max"):

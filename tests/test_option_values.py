@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from conftest import RUN_OPTIONS
 from gpucheck.settings import OPTIONS, Option, SettingError, Settings, resolve
 
 SOURCES = ("cli", "env", "ini")
-FAST = ("--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider")
+FAST = ("--gpucheck", "--gpucheck-framework=none", *RUN_OPTIONS)
 
 
 def origin_of(opt: Option, source: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun
+from conftest import RUN_OPTIONS, GpucheckRun, SharedRuns
 from gpucheck.performance import plan as benchplan
 from gpucheck.performance.facts import BenchmarkRun
 from gpucheck.performance.probe import derive
@@ -41,6 +41,8 @@ def benchmarks(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_every_benchmark_runs_on_the_cpu_host(run_gpucheck: Callable[..., GpucheckRun], tmp_path: Path) -> None:
+    """Slow by what it checks: every benchmark of the plan measured for real on the CPU, each for its rounds
+    (``gpucheck.performance.probe``: at least MIN_ROUNDS over about MEASURE_S, the matmuls MEASURE_MATMUL_S)."""
     out = tmp_path / "a.json"
     run = run_gpucheck("--gpucheck-benchmarks", f"--benchmark-json={out}", "-p", "no:xdist", timeout=600)
     text = run.result.stdout.str()
@@ -97,7 +99,7 @@ def test_machine_info_for_a_users_own_benchmark(pytester: pytest.Pytester) -> No
     out = pytester.path / "b.json"
     result = pytester.runpytest_subprocess(
         "--gpucheck", "--gpucheck-framework=none", f"--benchmark-json={out}", str(pytester.path / "test_mine.py"),
-        "-p", "no:cacheprovider", timeout=120,
+        *RUN_OPTIONS, timeout=120,
     )
     assert "test_sum" in result.stdout.str()
     data = json.loads(out.read_text())
@@ -131,8 +133,9 @@ def test_the_pinned_pytest_benchmark_takes_rounds_measured_elsewhere(pytester: p
     assert (stats["min"], stats["median"], stats["max"]) == pytest.approx((0.1, 0.2, 0.3))
 
 
-def test_the_default_run_has_no_benchmark(run_gpucheck: Callable[..., GpucheckRun]) -> None:
-    run = run_gpucheck("--gpucheck-framework=none")
+def test_the_default_run_has_no_benchmark(gpucheck_shared: SharedRuns) -> None:
+    """This host's plainest run, shared with tests/test_report_file.py."""
+    run = gpucheck_shared.run("--gpucheck-framework=none")
     assert "checks_performance" not in run.result.stdout.str()
     assert [s["state"] for s in run.report["layers"] if s["layer"] == "performance"] == ["not checked"]
     assert run.report["facts"].get("performance") is None
@@ -226,6 +229,8 @@ TIME_SLICED = {"tflops.float32": 0.01, "tflops.tf32": 0.01, "serial": 1}
 def test_underperforming_gpus_and_poor_scaling_through_the_full_path(
     fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun], tmp_path: Path
 ) -> None:
+    """Slow by what it checks: the fake GEMMs sleep for their FLOPs (TIME_SLICED: about 60 ms a training step
+    on one GPU) through every round of the scaling benchmarks, and the CPU benchmarks it judges are real work."""
     scenario = two_slow_h100s(THROTTLED_ON_X4)
     scenario["blas"].update(TIME_SLICED)
     fake_machine(scenario)
@@ -288,7 +293,8 @@ def test_launch_bound_scaling_is_not_judged(
     fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
 ) -> None:
     """The same two GPUs with GEMMs at the scenario's own speed: one GPU's step is a fraction of a
-    millisecond, bound by launching kernels, and however poorly two GPUs scale it is not called a fault."""
+    millisecond, bound by launching kernels, and however poorly two GPUs scale it is not called a fault.
+    Slow: a diagnosis of two fake GPUs (two TensorFlow processes), then the benchmarks' own."""
     fake_machine(two_slow_h100s({}))
     run = run_gpucheck("--gpucheck-benchmarks", "-p", "no:xdist", "-k", "towers and GPU", timeout=600)
     perf = run.report["facts"]["performance"]["facts"]["benchmarks"]

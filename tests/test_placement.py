@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun, tensorflow_facts
+from conftest import GpucheckRun, SharedRuns, tensorflow_facts
 
 PLACEMENT_CHECKS = (
     "test_gpu_accepts_pinned_ops",
@@ -250,7 +250,8 @@ def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[di
     """A TensorFlow process of a memory setting that dies (here a real abort: the fake driver's cuInit calls
     abort(), as TensorFlow's LOG(FATAL) does for an unsupported cuda_malloc_async) is a fact and then
     memory-config-failed for a setting the user relies on, a note of its own id for one nothing uses; never
-    a crash of gpucheck. The probes are started through the runner the diagnosis uses."""
+    a crash of gpucheck. The probes are started through the runner the diagnosis uses. Slow: each of the two
+    children imports TensorFlow before the fake cuInit aborts it."""
     from gpucheck.facts import MemoryConfigFacts, ProbeOutcome, from_json
     from gpucheck.isolation import ChildRunner
     from gpucheck.rules.memory import memory_rules
@@ -274,16 +275,13 @@ def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[di
     assert by_subject["cuda-malloc-async"].severity.value == "info"
 
 
-def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(
-    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
-) -> None:
+def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(gpucheck_shared: SharedRuns) -> None:
     """Real TensorFlow creates /GPU:0 on the fake Quadro P4000 and runs ops there: hard placement on /GPU:0
     succeeds on the GPU, /GPU:1 is refused with TensorFlow's own error naming the device that exists, soft
     placement of /GPU:1 runs on /GPU:0 (not on the CPU), and the results, which no kernel computed, are
-    caught against the float64 CPU reference."""
+    caught against the float64 CPU reference. The scenario's run is shared with tests/test_cuda_scenarios.py."""
     scenario = json.loads((Path(__file__).parent / "scenarios/cuda/gpu-outputs-stay-zero.json").read_text())
-    fake_machine(scenario)
-    run = run_gpucheck()
+    run = gpucheck_shared.run("-rs", scenario=scenario)
     assert run.root_cause == "numerical-mismatch", [(f["id"], f["subject"]) for f in run.report["findings"]]
     tf = tensorflow_facts(run.report)
     assert [g["details"]["device_name"] for g in tf["gpus"]] == ["Quadro P4000"]
@@ -311,16 +309,14 @@ def test_fake_gpu_that_tensorflow_registers_places_ops_and_computes_nothing(
     assert step["ok"] and step["on_gpu"] == step["placed_ops"] > 0, step
 
 
-def test_cuda_malloc_async_abort_is_the_root_cause(
-    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
-) -> None:
+def test_cuda_malloc_async_abort_is_the_root_cause(gpucheck_shared: SharedRuns) -> None:
     """TF_GPU_ALLOCATOR=cuda_malloc_async set by the user on a GPU without memory pools: TensorFlow's own
-    LOG(FATAL) kills it creating its devices; that line is the evidence of memory-config-failed, a blocker."""
+    LOG(FATAL) kills it creating its devices; that line is the evidence of memory-config-failed, a blocker.
+    The scenario's run is shared with tests/test_cuda_scenarios.py."""
     scenario = json.loads(
         (Path(__file__).parent / "scenarios/cuda/cuda-malloc-async-without-memory-pools.json").read_text()
     )
-    fake_machine(scenario)
-    run = run_gpucheck()
+    run = gpucheck_shared.run("-rs", scenario=scenario)
     assert run.root_cause == "memory-config-failed", [(f["id"], f["subject"]) for f in run.report["findings"]]
     text = json.dumps(run.report["root_cause"])
     assert "TF_GPU_ALLOCATOR=cuda_malloc_async isn't currently supported on GPU id 0" in text

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun, tensorflow_facts
+from conftest import RUN_OPTIONS, GpucheckRun, SharedRuns, tensorflow_facts
 
 HEAVY = ("tensorflow", "pynvml", "ctypes", "gpucheck.diagnosis", "gpucheck.session")
 
@@ -44,10 +44,37 @@ def driverless_host(fake_machine: Callable[[dict[str, Any]], Path]) -> Path:
 needs_driverless_host = pytest.mark.usefixtures("driverless_host")
 
 
-@needs_driverless_host
-def test_this_host_has_no_gpu(run_gpucheck: Callable[..., GpucheckRun]) -> None:
+#: A user's conftest that reads the verdict through the session plugin, for users' own hooks.
+USER_CONFTEST = textwrap.dedent(
+    """
+    def pytest_terminal_summary(config):
+        plugin = config.pluginmanager.get_plugin("gpucheck-session")
+        print("USER-SEES", plugin.result().verdict)
+    """
+)
+
+
+@pytest.fixture
+def driverless_run(gpucheck_shared: SharedRuns) -> GpucheckRun:
+    """One plain ``pytest --gpucheck`` of the driverless host, made once per session and read by every test
+    below that only reads such a run (each of them made its own before): -rs for the skips, a JUnit XML, a
+    user's conftest that reads the verdict (printed: -s), and a project whose ini names ``testpaths`` with one
+    test of its own given by path."""
+    return gpucheck_shared.run(
+        "-rs", "-s", "--junitxml=junit.xml", "test_root.py",
+        scenario=DRIVERLESS_HOST,
+        files={
+            "pytest.ini": "[pytest]\ntestpaths = tests\n",
+            "tests/test_project.py": "def test_project():\n    pass\n",
+            "test_root.py": "def test_root():\n    pass\n",
+            "conftest.py": USER_CONFTEST,
+        },
+    )
+
+
+def test_this_host_has_no_gpu(driverless_run: GpucheckRun) -> None:
     """Acceptance: exit 1, no-nvidia-gpu named as root cause with its remedy, JSON verdict."""
-    run = run_gpucheck("-rs")
+    run = driverless_run
     assert run.result.ret == 1
     run.result.stdout.fnmatch_lines(
         [
@@ -111,17 +138,18 @@ def test_import_of_plugin_is_light() -> None:
 
 
 @needs_driverless_host
-def test_without_paths_only_the_suite_runs(pytester: pytest.Pytester) -> None:
-    """`pytest --gpucheck` ignores the project's own tests and testpaths; with paths it runs both."""
+def test_without_paths_only_the_suite_runs(pytester: pytest.Pytester, driverless_run: GpucheckRun) -> None:
+    """`pytest --gpucheck` ignores the project's own tests and testpaths; with paths it runs both (the shared
+    run's project has the same ini, tests folder and test_root.py, and gives test_root.py by path)."""
     pytester.makeini("[pytest]\ntestpaths = tests\n")
     tests = pytester.mkdir("tests")
     (tests / "test_project.py").write_text("def test_project():\n    pass\n")
     pytester.makepyfile(test_root="def test_root():\n    pass\n")
-    alone = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "--co", "-q")
+    alone = pytester.runpytest_subprocess("--gpucheck", *RUN_OPTIONS, "--co", "-q")
     collected = alone.stdout.str()
     assert "test_project" not in collected and "test_root" not in collected
     assert "test_nvidia_gpu_on_pci_bus" in collected
-    both = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "test_root.py", "-q")
+    both = driverless_run.result
     both.stdout.fnmatch_lines(["*1 failed, 2 passed*"])
 
 
@@ -136,7 +164,7 @@ def test_without_paths_only_the_suite_runs(pytester: pytest.Pytester) -> None:
 def test_bad_option_values_are_usage_errors(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str, message: str
 ) -> None:
-    args = ["--gpucheck", "-p", "no:cacheprovider"]
+    args = ["--gpucheck", *RUN_OPTIONS]
     if how == "cli":
         args.append("--gpucheck-timeout=soon")
     elif how == "env":
@@ -164,10 +192,10 @@ def test_option_precedence(
     assert run.report["settings"]["timeout"]["source"].startswith("ini key gpucheck_timeout")
 
 
-@needs_driverless_host
-def test_junit_xml_carries_cause_and_remedy(pytester: pytest.Pytester) -> None:
-    xml = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", f"--junitxml={xml}")
+def test_junit_xml_carries_cause_and_remedy(driverless_run: GpucheckRun) -> None:
+    assert driverless_run.path is not None
+    xml = driverless_run.path / "junit.xml"
+    result = driverless_run.result
     assert result.ret == 1
     root = ET.parse(xml).getroot()
     case = next(tc for tc in root.iter("testcase") if tc.get("name") == "test_nvidia_gpu_on_pci_bus")
@@ -230,7 +258,7 @@ def test_interrupt_writes_report_and_kills_probes(
     env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "--gpucheck", "--gpucheck-timeout=120", f"--gpucheck-json={report}",
-         "-p", "no:cacheprovider", *paths],
+         *RUN_OPTIONS, *paths],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         # A shell starts background jobs with SIGINT ignored and that is inherited: this test's own run may be
         # one (`pytest tests &`). The pytest under test gets the default, as a terminal's Ctrl-C finds it.
@@ -303,7 +331,7 @@ def test_exit_status_is_never_0_unless_accelerated(
     report = pytester.path / "r.json"
     # The GPU stack alone is enough to be not-accelerated here (no GPU), without TensorFlow's import.
     result = pytester.runpytest_subprocess(
-        "--gpucheck", "--gpucheck-framework=none", f"--gpucheck-json={report}", "-p", "no:cacheprovider", *args
+        "--gpucheck", "--gpucheck-framework=none", f"--gpucheck-json={report}", *RUN_OPTIONS, *args
     )
     assert json.loads(report.read_text())["verdict"] == "not-accelerated"
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
@@ -329,12 +357,12 @@ def test_exit_status_of_a_run() -> None:
     assert exit_status(0, good, "disk full") == EXIT_REPORT_NOT_WRITTEN  # type: ignore[arg-type]
 
 
-@needs_driverless_host
-def test_skips_name_the_check_and_junit_has_the_verdict(pytester: pytest.Pytester) -> None:
+def test_skips_name_the_check_and_junit_has_the_verdict(driverless_run: GpucheckRun) -> None:
     """-rs names each check where it is (not the plugin's line), one line a check; the JUnit suite carries the
     verdict and the root cause as properties."""
-    xml = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-rs", f"--junitxml={xml}")
+    assert driverless_run.path is not None
+    xml = driverless_run.path / "junit.xml"
+    result = driverless_run.result
     out = result.stdout.str()
     assert "session.py" not in out and "decision.py" not in out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIPPED")]
@@ -378,8 +406,9 @@ def test_junit_suite_properties_under_xdist(
 def test_report_json_written_atomically_to_new_directory(
     run_gpucheck: Callable[..., GpucheckRun], pytester: pytest.Pytester
 ) -> None:
+    """A run of its own: tests/test_docs_commands.py names it as the one that runs the README's command."""
     target = pytester.path / "deep" / "dir" / "r.json"
-    result = pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={target}", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--gpucheck", f"--gpucheck-json={target}", *RUN_OPTIONS)
     assert result.ret in (0, 1)
     data = json.loads(target.read_text())
     assert data["schema"] == "gpucheck-report/1"
@@ -388,26 +417,17 @@ def test_report_json_written_atomically_to_new_directory(
 
 def test_unwritable_report_path_is_a_sentence(pytester: pytest.Pytester) -> None:
     (pytester.path / "afile").write_text("")
-    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-json=afile/r.json", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-json=afile/r.json", *RUN_OPTIONS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpucheck-json cannot write the report to afile/r.json: */afile is not a directory*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
-@needs_driverless_host
-def test_user_conftest_can_read_verdict(pytester: pytest.Pytester) -> None:
-    """The session plugin is reachable by name, for users' own hooks."""
-    pytester.makeconftest(
-        textwrap.dedent(
-            """
-            def pytest_terminal_summary(config):
-                plugin = config.pluginmanager.get_plugin("gpucheck-session")
-                print("USER-SEES", plugin.result().verdict)
-            """
-        )
-    )
-    report = pytester.path / "r.json"
-    result = pytester.runpytest_subprocess("--gpucheck", "-p", "no:cacheprovider", "-s", f"--gpucheck-json={report}")
+def test_user_conftest_can_read_verdict(driverless_run: GpucheckRun) -> None:
+    """The session plugin is reachable by name, for users' own hooks (``USER_CONFTEST``)."""
+    assert driverless_run.path is not None
+    report = driverless_run.path / "gpucheck-report.json"
+    result = driverless_run.result
     verdict = json.loads(report.read_text())["verdict"]
     # The exact verdict ("not-accelerated" also matches a glob of *accelerated*), the one the report carries.
     assert verdict == "not-accelerated"
@@ -422,7 +442,7 @@ def test_gpu_stack_alone_on_this_host(pytester: pytest.Pytester, run_gpucheck: C
     assert run.report["facts"]["framework"] is None and run.report["facts"]["libraries"] is None
     assert run.report["settings"]["framework"] == {"value": "none", "source": "--gpucheck-framework"}
     run.result.stdout.fnmatch_lines(["gpucheck: no NVIDIA GPU;*TensorFlow: not diagnosed (--gpucheck-framework=none)"])
-    bad = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=pytorch", "-p", "no:cacheprovider")
+    bad = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=pytorch", *RUN_OPTIONS)
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--gpucheck-framework must be one of tensorflow, none (got 'pytorch' from --gpucheck-framework)*"])
 
@@ -431,7 +451,7 @@ def test_benchmarks_under_xdist_are_refused_with_a_sentence(pytester: pytest.Pyt
     """pytest-benchmark disables itself under xdist: --gpucheck-benchmarks with -n would measure nothing without
     a word, so it is a usage error that says so (``pytest --gpucheck -n 2`` itself runs: tests/test_own_suites.py)."""
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-benchmarks", "-p", "no:cacheprovider", "-n", "2")
+    result = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-benchmarks", *RUN_OPTIONS, "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--gpucheck-benchmarks runs its benchmarks in one process: drop -n / --dist*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
@@ -440,7 +460,7 @@ def test_benchmarks_under_xdist_are_refused_with_a_sentence(pytester: pytest.Pyt
 def test_without_junitxml_the_checks_still_run(pytester: pytest.Pytester) -> None:
     """The suite-property fixture is no error when the junitxml plugin is off."""
     result = pytester.runpytest_subprocess(
-        "--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider", "-p", "no:junitxml"
+        "--gpucheck", "--gpucheck-framework=none", *RUN_OPTIONS, "-p", "no:junitxml"
     )
     assert result.ret in (0, 1)
     assert "fixture 'record_testsuite_property' not found" not in result.stdout.str()

@@ -29,7 +29,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import GpucheckRun, report_validator, validate_report
+from conftest import RUN_OPTIONS, SharedRuns, report_validator, validate_report
 from gpucheck import report
 from gpucheck.model import catalog
 from gpucheck.reportfile import EXIT_REPORT_NOT_WRITTEN, TEMP_PREFIX, ReportWriteError, parse_report_path, write_report
@@ -83,7 +83,7 @@ def shared_tmp() -> Iterator[Path]:
         for child in path.iterdir():
             child.chmod(0o755)
         shutil.rmtree(path)
-FAST = ("--gpucheck", "--gpucheck-framework=none", "-p", "no:cacheprovider")
+FAST = ("--gpucheck", "--gpucheck-framework=none", *RUN_OPTIONS)
 TEXT = '{"schema": "gpucheck-report/1"}\n'
 
 
@@ -454,9 +454,10 @@ def test_report_of_an_unfinished_run_follows_the_schema(tmp_path: Path) -> None:
     validate_report(json.loads((tmp_path / "r.json").read_text()))
 
 
-def test_report_of_a_real_run_on_this_host_follows_the_schema(run_gpucheck: Callable[..., GpucheckRun]) -> None:
-    """run_gpucheck validates every report it reads; this says so for the plainest run there is."""
-    run = run_gpucheck("--gpucheck-framework=none")
+def test_report_of_a_real_run_on_this_host_follows_the_schema(gpucheck_shared: SharedRuns) -> None:
+    """run_gpucheck and gpucheck_shared validate every report they read; this says so for the plainest run there is
+    (shared with tests/test_performance.py)."""
+    run = gpucheck_shared.run("--gpucheck-framework=none")
     assert run.report, run.result.stdout.str()
     assert list(report_validator().iter_errors(run.report)) == []
     assert run.report["complete"] is True

@@ -78,10 +78,11 @@ def test_pcie_link_at_max(gpucheck_answer: Answer, gpu: str | None) -> None:
     gpucheck_answer.check()
 
 
-@asks("health", ("nvlink-degraded",))
+@asks("health", ("nvlink-degraded", "nvlink-bridge-unconfirmed"))
 def test_nvlink_links(gpucheck_answer: Answer, gpu: str | None) -> None:
     """Are as many of the GPU's NVLinks active as its model has when healthy, and is it registered with the NVLink
-    fabric where there is one? (The kernel log's Xid 74 for this GPU answers it too.)"""
+    fabric where there is one? (The kernel log's Xid 74 and Blackwell's Xid 144-150 for this GPU answer it too; a
+    bridge-capable card with no link up is a note that names --gpucheck-expect-nvlink.)"""
     gpucheck_answer.check()
 
 

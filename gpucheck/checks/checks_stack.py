@@ -35,6 +35,13 @@ def test_device_nodes_usable(gpucheck_answer: Answer) -> None:
     gpucheck_answer.check()
 
 
+@asks("kernel", ("gpu-init-failed",), blocked_by_ids=("driver-not-loaded",))
+def test_driver_holds_every_gpu(gpucheck_answer: Answer) -> None:
+    """Does the loaded nvidia module hold every NVIDIA GPU on the PCI bus (none whose probe or initialisation failed:
+    fallen off the bus as it was probed, RmInitAdapter failed, no BAR space)? The kernel log says why where it can."""
+    gpucheck_answer.check()
+
+
 @asks("driver", ("libcuda-missing",))
 def test_libcuda_loads(gpucheck_answer: Answer) -> None:
     """Does libcuda.so.1 load?"""

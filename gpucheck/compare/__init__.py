@@ -26,7 +26,9 @@ larger than ``--threshold`` is **same (within threshold)**; beyond it, **slower*
 benchmark is a regression. ``extra_info`` figures (TFLOP/s, GB/s, samples/s: higher is better; latencies:
 lower is better) are compared beside them. Names are fitted to the terminal's width (full in ``--json``
 and ``--markdown``); the plot draws at most MAX_PLOT_ROWS bars.
-Exit status: 0 no regression, 1 at least one, 2 unusable input (one sentence, no traceback).
+Exit status: 0 no regression, 1 at least one, 2 unusable input (one sentence, no traceback). ``--plot`` onto one
+of the inputs, or onto a folder, is refused before anything is printed; a plot that cannot be drawn or written is
+said after the comparison is printed, and the comparison's own status stands (1 for a regression, else 2).
 
 The code, by what it does: ``files`` (reading the inputs), ``stats`` (the rank test, the shift, Welch's t),
 ``verdicts`` (a verdict per benchmark and figure, the exit status), ``machines`` (the machine section),
@@ -82,15 +84,16 @@ from gpucheck.compare.verdicts import (
     Row,
     compare_runs,
 )
+from gpucheck.reportfile import same_file
 
 #: What the CLI (``gpucheck.cli``) and the tests use, wherever it is defined.
 __all__ = [
     "ALPHA", "FIGURES", "GPU_STACK", "HOST_KEYS", "MAX_PLOT_ROWS", "MAX_SHIFT_ROUNDS", "MAX_TEST_ROUNDS",
     "MIN_ROUNDS_FOR_TEST", "NO_REGRESSION", "NO_SPREAD", "RANK_TEST", "REGRESSION", "UNUSABLE", "WELCH",
     "Bench", "Comparison", "FigureRow", "MachineItem", "Options", "Row", "Run", "UnusableInput", "compare_runs",
-    "figure", "fit", "fit_names", "hodges_lehmann", "json_report", "load", "machine_items", "machine_lines",
+    "exit_status", "figure", "fit", "fit_names", "hodges_lehmann", "json_report", "load", "machine_items", "machine_lines",
     "mann_whitney_p", "markdown_report", "parse_threshold", "plot", "plot_format", "plotted_rows", "prepare",
-    "resolve", "run", "student_t_p", "summary", "terminal_width", "text_report", "threshold_text",
+    "resolve", "run", "save_plot", "student_t_p", "summary", "terminal_width", "text_report", "threshold_text",
     "verdict_text", "welch_p", "write",
 ]
 
@@ -117,13 +120,34 @@ class Options:
 
 
 def prepare(opts: Options) -> Comparison:
-    """Read, compare, and draw the plot if asked (its file written): everything that may fail on the input,
-    before anything is printed. Raises :class:`UnusableInput`."""
-    fmt = plot_format(opts.plot) if opts.plot is not None else None
-    c = compare_runs(load(opts.base, opts.storage), load(opts.new, opts.storage), opts.threshold, opts.metric)
-    if opts.plot is not None and fmt is not None:
-        _write(opts.plot, plot(c, fmt))
-    return c
+    """Read and compare, and check where the plot goes (not onto a folder, nor onto an input it would overwrite):
+    everything that may fail on the input, before anything is printed. Raises :class:`UnusableInput`."""
+    if opts.plot is not None:
+        plot_format(opts.plot)
+        if os.path.isdir(opts.plot):
+            raise UnusableInput(f"cannot write the plot to {opts.plot}: it is a folder")
+    base, new = load(opts.base, opts.storage), load(opts.new, opts.storage)
+    if opts.plot is not None:
+        for run_ in (base, new):
+            if same_file(opts.plot, run_.path):
+                raise UnusableInput(f"--plot {opts.plot} is an input of the comparison: it would be overwritten")
+    return compare_runs(base, new, opts.threshold, opts.metric)
+
+
+def save_plot(c: Comparison, opts: Options) -> str | None:
+    """Draw the plot and write it, after the comparison was printed: None, or the sentence of why it could not be."""
+    if opts.plot is None:
+        return None
+    try:
+        _write(opts.plot, plot(c, plot_format(opts.plot)))
+    except UnusableInput as exc:
+        return str(exc)
+    return None
+
+
+def exit_status(c: Comparison, plot_error: str | None) -> int:
+    """The comparison's own status; a plot that could not be made is 2 only where no regression says 1."""
+    return c.exit_status if plot_error is None or c.regressions else UNUSABLE
 
 
 def write(c: Comparison, opts: Options, out: TextIO) -> None:
@@ -141,12 +165,10 @@ def run(opts: Options, out: TextIO) -> int:
     anything is printed: the plot is drawn and its file checked first)."""
     c = prepare(opts)
     write(c, opts, out)
-    return c.exit_status
+    return exit_status(c, save_plot(c, opts))
 
 
 def _write(path: str, image: bytes) -> None:
-    if os.path.isdir(path):
-        raise UnusableInput(f"cannot write the plot to {path}: it is a folder")
     try:
         with open(path, "wb") as fh:
             fh.write(image)

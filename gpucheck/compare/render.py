@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import textwrap
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, TextIO
 
+from gpucheck.compare.files import Run
 from gpucheck.compare.machines import GPU_STACK, MachineItem
 from gpucheck.compare.verdicts import NO_SPREAD, RANK_TEST, WELCH, Comparison, Row
+from gpucheck.reportfile import one_line
 
 #: Where standard output is no terminal (a pipe, a CI log) and COLUMNS is not set.
 DEFAULT_WIDTH = 120
@@ -118,8 +121,36 @@ def _wrap(text: str, width: int, indent: str = "", keep: tuple[str, ...] = ()) -
     return wrapped.replace("\0", " ")
 
 
+def _printable(value: Any) -> Any:
+    return one_line(value) if isinstance(value, str) else value
+
+
+def printable(c: Comparison) -> Comparison:
+    """``c`` with every text that came from the files (the benchmarks' names and groups, the figures, the machines'
+    values, the dates, the paths) one printable line, as ``gpucheck merge`` shows a host's values
+    (``reportfile.one_line``): an escape sequence (``ESC[2J``, an OSC 52 clipboard write), a bidi control (U+202E) or
+    a newline reaches the terminal as text (``\\x1b``, ``\\u202e``, ``\\n``), never as a command to it."""
+    p = _printable
+
+    def run(r: Run) -> Run:
+        return replace(r, path=p(r.path), datetime=p(r.datetime))
+
+    return replace(
+        c,
+        base=run(c.base),
+        new=run(c.new),
+        machine=[(p(label), p(a), p(b)) for label, a, b in c.machine],
+        rows=[replace(r, name=p(r.name), group=p(r.group), short=p(r.short)) for r in c.rows],
+        figures=[replace(f, name=p(f.name), figure=p(f.figure)) for f in c.figures],
+        only_base=[p(x) for x in c.only_base],
+        only_new=[p(x) for x in c.only_new],
+        machine_items=tuple(MachineItem(p(i.what), p(i.base), p(i.new)) for i in c.machine_items),
+    )
+
+
 def text_report(c: Comparison, out: TextIO, width: int | None = None) -> None:
     width = width or terminal_width()
+    c = printable(c)
     w = out.write
     w(_wrap(f"gpucheck compare: {c.base.path} ({c.base.datetime or 'no date'}) -> {c.new.path} "
             f"({c.new.datetime or 'no date'})", width, "  ") + "\n\n")
@@ -275,8 +306,11 @@ def summary(c: Comparison, width: int | None = None) -> str:
 
 
 def markdown_report(c: Comparison, out: TextIO) -> None:
+    """The comparison in GitHub Markdown. The files' texts are printable (:func:`printable`), Markdown and HTML in them
+    are escaped (:func:`_md`), and a name in a code span cannot end it (:func:`_code`)."""
+    c = printable(c)
     w = out.write
-    w(f"### gpucheck compare: `{os.path.basename(c.base.path)}` → `{os.path.basename(c.new.path)}`\n\n")
+    w(f"### gpucheck compare: {_code(os.path.basename(c.base.path))} → {_code(os.path.basename(c.new.path))}\n\n")
     if c.machine:
         w("| | base | new |\n| --- | --- | --- |\n")
         for label, a, b in c.machine:
@@ -295,20 +329,35 @@ def markdown_report(c: Comparison, out: TextIO) -> None:
             group = r.group
             w(f"| **group: {_md(r.group or '(none)')}** | | | | | |\n")
         verdict = f"**{verdict_text(r)}**" if r.regression else verdict_text(r)
-        w(f"| `{_md(r.name)}` | {_time(r.base)} | {_time(r.new)} | {_pct(r.change)} | {verdict} | {_md(_noise_text(r))} |\n")
+        w(f"| {_code(r.name)} | {_time(r.base)} | {_time(r.new)} | {_pct(r.change)} | {verdict} | {_md(_noise_text(r))} |\n")
     moved = [f for f in c.figures if f.verdict != "same"]
     if moved:
         w("\n| benchmark | figure | base | new | change | verdict |\n| --- | --- | ---: | ---: | ---: | --- |\n")
         for f in moved:
-            w(f"| `{_md(f.name)}` | {f.figure} | {f.base:.4g} | {f.new:.4g} | {_pct(f.change)} | {f.verdict} |\n")
+            w(f"| {_code(f.name)} | {_md(f.figure)} | {f.base:.4g} | {f.new:.4g} | {_pct(f.change)} | {f.verdict} |\n")
     for label, names in (("Only in the base run", c.only_base), ("Only in the new run", c.only_new)):
         if names:
-            w(f"\n{label}: " + ", ".join(f"`{_md(x)}`" for x in names) + "\n")
+            w(f"\n{label}: " + ", ".join(_code(x) for x in names) + "\n")
     w(f"\n{c.metric} times; noise judged by {_methods(c)}. {_md(summary(c))}\n")
 
 
+#: What Markdown or HTML reads in text: each is shown as itself behind a backslash (CommonMark escapes any ASCII
+#: punctuation so), so that ``<img src=...>``, ``![x](url)`` or ``**`` in a name is text, never markup (an underscore
+#: inside a word is no emphasis: names keep theirs as they are).
+_MARKUP = re.compile(r"([\\`*\[\]<>!|~&])")
+_TICKS = re.compile(r"`+")
+
+
 def _md(x: Any) -> str:
-    return str(x if x is not None else "unknown").replace("|", "\\|")
+    return _MARKUP.sub(r"\\\1", str(x if x is not None else "unknown"))
+
+
+def _code(x: str) -> str:
+    """``x`` as a code span that nothing in it can end: fenced by one backtick more than its longest run of them
+    (CommonMark), a pipe escaped (GitHub reads a table's cells before their code spans). Inside, HTML is text."""
+    fence = "`" * (max(map(len, _TICKS.findall(x)), default=0) + 1)
+    pad = " " if x.startswith("`") or x.endswith("`") else ""
+    return f"{fence}{pad}{x.replace('|', chr(92) + '|')}{pad}{fence}"
 
 
 def json_report(c: Comparison) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TypeVar
 
-from gpucheck.facts import DeviceNode, HardwareFacts, KernelFacts, PciDevice
+from gpucheck.facts import DeviceNode, DriverGpu, HardwareFacts, KernelFacts, PciDevice
 from gpucheck.isolation import in_daemon_thread
 
 #: How long the in-process reads of sysfs, procfs and /dev may take (milliseconds on a sound machine).
@@ -161,6 +161,7 @@ def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
     competing = tuple(
         m for m in ("nouveau", "vfio_pci") if _under(root, f"/sys/module/{m}").is_dir()
     )
+    driver_gpus = _driver_gpus(root) if version_error is None else None
     params = _read(_under(root, "/proc/driver/nvidia/params")) or ""
     disabled = re.search(r"^NvLinkDisable:\s*(\d+)", params, re.MULTILINE)
     return KernelFacts(
@@ -172,7 +173,28 @@ def probe_kernel(gpu_count: int, root: Path | None = None) -> KernelFacts:
         module_in_sysfs=_under(root, "/sys/module/nvidia").is_dir(),
         competing_modules=competing,
         nvlink_disabled=bool(int(disabled.group(1))) if disabled else None,
+        driver_gpus=driver_gpus,
     )
+
+
+_MINOR = re.compile(r"^Device Minor:\s*(\d{1,6})\s*$", re.MULTILINE)
+#: More GPUs than any machine has: a folder listing more is read no further.
+_MAX_DRIVER_GPUS = 1024
+
+
+def _driver_gpus(root: Path) -> tuple[DriverGpu, ...] | None:
+    """The GPUs ``/proc/driver/nvidia/gpus`` lists, each with the "Device Minor" of its ``information`` file (None
+    where that does not say); None where the folder cannot be listed."""
+    folder = _under(root, "/proc/driver/nvidia/gpus")
+    try:
+        names = sorted(os.listdir(folder))[:_MAX_DRIVER_GPUS]
+    except OSError:
+        return None
+    out = []
+    for name in names:
+        m = _MINOR.search(_read(folder / name / "information") or "")
+        out.append(DriverGpu(name, int(m.group(1)) if m else None))
+    return tuple(out)
 
 
 T = TypeVar("T")

@@ -48,9 +48,16 @@ class KernelLogRead:
     #: Every source tried, with what it answered ("/dev/kmsg: PermissionError: [Errno 1] ...").
     tried: tuple[str, ...] = ()
     records: int = 0
-    #: More records than are kept were there (the oldest are kept, then the reading stopped).
+    #: More records than are kept were there: the newest are kept, ``dropped`` of the oldest were not.
     truncated: bool = False
     seconds: float | None = None
+    dropped: int = 0
+    #: Lines longer than any record of the kernel's (skipped unread), and lines that name an Xid or SXid the parser
+    #: could not read (a code or pid of thousands of digits, a device that is no PCI address): skipped, counted.
+    overlong: int = 0
+    unreadable: int = 0
+    #: Why the source was not read to its end (a device that never ends), None where it was.
+    unfinished: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,11 +82,83 @@ class FabricFacts:
 
 
 @dataclass(frozen=True)
+class DriverRecord:
+    """The kernel log's words about the driver taking a GPU (probing it, initialising it), gathered by what they say
+    and where: the nvidia driver's own (``NVRM: The NVIDIA GPU ... has fallen off the bus``, ``RmInitAdapter failed!``,
+    ``The NVIDIA probe routine failed for N device(s)``, ``This PCI I/O region assigned to your NVIDIA device is
+    invalid``) and the kernel's (``nvidia: probe of ... failed with error -1``, ``pci ...: BAR 1 ...: failed to
+    assign``). ``records.driverlog`` reads them."""
+
+    #: "fallen-off-the-bus", "rm-init-adapter-failed", "probe-routine-failed", "bar-invalid", "bar-unassigned",
+    #: "probe-failed".
+    kind: str
+    #: The GPU the record names, in sysfs's spelling (``0000:b3:00.0``); None where it names none (the count of failed
+    #: probes, an old driver's ``RmInitAdapter failed!``).
+    device: str | None
+    #: The device minor number it names (``rm_init_adapter failed, device minor number 5``: ``/dev/nvidia5``).
+    minor: int | None
+    #: What it says beyond its kind: RmInitAdapter's status (``0x24:0x72:1568``), the count of devices whose probe
+    #: failed (``1``), the region (``BAR1 is 0M @ 0x0``, ``BAR 1: failed to assign``), the probe's error (``-1``).
+    detail: str | None
+    count: int
+    first_s: float | None
+    last_s: float | None
+    #: The driver's words of its first record, the message's lines joined (at most 300 characters).
+    text: str
+    #: How the message was written: "multi-line" (one message over several lines, a newer driver's) or "one-line".
+    form: str = "one-line"
+
+
+@dataclass(frozen=True)
+class NvlinkXid:
+    """Blackwell's NVLink records (Xid 144-150), each as the driver wrote it: ``NVRM: Xid (PCI:0018:01:00): 149,
+    NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 ...)``, gathered by everything it says
+    (``records.nvlink5`` reads them)."""
+
+    xid: int
+    #: ``0018:01:00``, the kernel log's spelling (no function).
+    device: str
+    #: The NVLink5 unit (``NETIR_LINK_EVT``, ``RLW_RXPIPE``, ``SAW_MVB``).
+    unit: str
+    #: The record's own word: Fatal or Nonfatal.
+    fatal: bool
+    #: The link (-1: the GPU's NVLink as a whole), intrinfo, its sub-code (bits 20-25) and the error status.
+    link: int
+    intrinfo: int
+    subcode: int
+    error_status: int
+    count: int
+    first_s: float | None
+    last_s: float | None
+    text: str
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """An Xid 45 the driver says was ``caused by previous Xid N`` (a channel torn down after another fault), gathered
+    by GPU, cause and process: evidence of that cause, never a program's own fault."""
+
+    device: str
+    cause: int
+    pid: int | None
+    process: str | None
+    count: int
+    first_s: float | None
+    last_s: float | None
+    text: str
+
+
+@dataclass(frozen=True)
 class RecordsFacts:
     log: KernelLogRead
     xids: tuple[XidRecord, ...] = ()
     #: None where no NVSwitch is on the PCI bus.
     fabric: FabricFacts | None = None
+    #: The driver's records of taking the GPUs (``DriverRecord``), in the order first seen.
+    driver: tuple[DriverRecord, ...] = ()
+    #: Blackwell's NVLink records (Xid 144-150) one by one, and the Xid 45 records that name the Xid they followed.
+    nvlink: tuple[NvlinkXid, ...] = ()
+    follow_ups: tuple[FollowUp, ...] = ()
 
 
 def outcome(facts: Facts) -> ProbeOutcome[RecordsFacts] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpucheck.facts import Facts, facts_of
+from gpucheck.records.facts import KernelLogRead
 from gpucheck.records.facts import outcome as outcome_of
 
 
@@ -14,9 +15,24 @@ def records_summary(facts: Facts) -> list[str]:
         return ["", "kernel log: not read (" + "; ".join(rf.log.tried) + ")"]
     head = f"kernel log ({rf.log.source}, {rf.log.records} records): "
     if not rf.xids:
-        return ["", head + "no Xid or SXid record this boot"]
-    lines = ["", head + f"{sum(r.count for r in rf.xids)} Xid/SXid record(s)"]
+        return ["", head + "no Xid or SXid record this boot", *read_notes(rf.log)]
+    lines = ["", head + f"{sum(r.count for r in rf.xids)} Xid/SXid record(s)", *read_notes(rf.log)]
     for r in rf.xids[:20]:
         who = f", {r.process or '?'} pid {r.pid}" if r.pid is not None else (f", {r.process}" if r.process else "")
         lines.append(f"  {r.kind} {r.code} on {r.device}{who}: {r.count}x, {r.last_text[:80]}")
     return lines
+
+
+def read_notes(log: KernelLogRead) -> list[str]:
+    """What the reading left out, each a line: the oldest records of a long log (the newest are kept), lines too long
+    to be a record, lines that name an Xid the parser could not read, a source that did not end."""
+    notes = []
+    if log.truncated:
+        notes.append(f"  truncated: the {log.dropped} oldest record(s) were dropped, the newest {log.records} kept")
+    if log.overlong:
+        notes.append(f"  skipped: {log.overlong} line(s) longer than any record of the kernel's")
+    if log.unreadable:
+        notes.append(f"  skipped: {log.unreadable} Xid/SXid line(s) the parser could not read")
+    if log.unfinished:
+        notes.append(f"  not read to its end: {log.unfinished}")
+    return notes

@@ -14,23 +14,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from gpucheck.facts import Facts, facts_of
-from gpucheck.model import Finding, Severity, finding
+from gpucheck.facts import Facts, ProbeOutcome, facts_of
+from gpucheck.model import UNREAD_KEY, Finding, Severity, finding
 from gpucheck.pci import BusId, pci_key
 from gpucheck.records.facts import FabricFacts, RecordsFacts, XidRecord
 from gpucheck.records.facts import outcome as outcome_of
-from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, label, nvswitches
+from gpucheck.records.nvlinkrules import owned
+from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, child_evidence, label, nvswitches
 from gpucheck.rules.nvlink import nvlink_rules
 from gpucheck.rules.nvml import answered, ecc_findings, lost
 from gpucheck.settings import Settings
 
 RECOVERY_ACTION = "recovery_action"
+#: At most this many records are listed in a finding's evidence, and processes or codes in its words: the rest are
+#: counted, so that a log of 16,000 faulting processes makes a finding of the same size as one of 20.
+LISTED = 20
+#: At most this many PCI addresses of a kernel log are judged one by one (a machine has at most 16 or so GPUs).
+MAX_DEVICES = 64
 #: The ids the kernel log answers (the check file asks these).
-LOG_IDS = ("gsp-firmware-error", "xid-recovery-required", "xid-application-fault", "xid-recorded")
+LOG_IDS = ("gsp-firmware-error", "xid-recovery-required", "xid-application-fault", "xid-recorded", "records-unread")
 #: The ecc-errors codes that leave the GPU unusable until it is reset or serviced (a failed row remap, an error that
 #: could not be contained); the others are degraded (contained, corrected, or pending the next reset).
 _ECC_BLOCKERS = frozenset({64, 95})
@@ -61,18 +68,98 @@ def records_rules(facts: Facts, settings: Settings) -> list[Finding]:
     ``ecc-errors`` (48, 63, 64, 92, 94, 95, ...), ``nvlink-degraded`` (74; a Fatal SXid), ``gsp-firmware-error``
     (119, 120), ``xid-recovery-required`` (Xid 154 asks for a reset or a reboot and no other record names the
     fault), ``xid-application-fault`` (info), ``xid-recorded`` (info)."""
-    rf = facts_of(outcome_of(facts))
+    found = outcome_of(facts)
+    unread = records_unread(found) if found is not None else []
+    rf = facts_of(found)
     if rf is None:
-        return []
-    out: list[Finding] = []
+        return unread
+    out: list[Finding] = list(unread)
     devices: dict[str, list[XidRecord]] = {}
     for r in rf.xids:
-        if r.kind == "Xid":
+        if r.kind == "Xid" and not owned(r):  # Blackwell's NVLink records and the Xid 45 naming its cause: nvlinkrules
             devices.setdefault(r.device, []).append(r)
-    for device, recs in devices.items():
-        out += _gpu_findings(facts, device, recs, _nvlink_down_now(facts, settings))
-    out += [_sxid_finding(r, rf) for r in rf.xids if r.kind == "SXid"]
+    nvlink_now = _nvlink_down_now(facts, settings)
+    # NVML's GPUs first; a log that names more PCI addresses than any machine has GPUs is judged for the first
+    # MAX_DEVICES of them, the others are one note: the findings stay bounded whatever the log holds.
+    ordered = sorted(devices, key=lambda d: _gpu_of(facts, d) is None)
+    for device in ordered[:MAX_DEVICES]:
+        out += _gpu_findings(facts, device, devices[device], nvlink_now)
+    if len(ordered) > MAX_DEVICES:
+        out.append(_too_many_devices([r for d in ordered[MAX_DEVICES:] for r in devices[d]], len(ordered)))
+    out += _sxid_findings(facts, rf)
     return out
+
+
+def _too_many_devices(rest: list[XidRecord], devices: int) -> Finding:
+    """``xid-recorded``: the records of the PCI addresses past the first :data:`MAX_DEVICES`, counted."""
+    return finding(
+        "xid-recorded",
+        Severity.INFO,
+        summary=f"The kernel log names {devices} PCI addresses in its Xid records, more than any machine has GPUs: "
+        f"the records of the last {devices - MAX_DEVICES} are counted, not judged one by one ({_when(rest)}).",
+        cause="A log of another machine, or one written to look like a kernel log, names more GPUs than are here.",
+        remedy="Read the kernel log itself (`sudo dmesg | grep 'NVRM: Xid'`).",
+        evidence={"source": "kernel log", "xids": [_record_json(r) for r in rest[:LISTED]], "records": len(rest)},
+    )
+
+
+def _sxid_findings(facts: Facts, rf: RecordsFacts) -> list[Finding]:
+    """Each NVSwitch's SXid records: one finding per switch and id (:func:`_sxid_finding` of its first record, the
+    others' codes counted in its evidence), so that thousands of codes make two findings, not thousands. Where no
+    NVSwitch is on a readable PCI bus, an SXid (a log of another machine, a line written to look like one) is a note
+    and never drains the node."""
+    switchless = facts.hardware.readable and not nvswitches(facts)
+    first: dict[tuple[str | None, str], Finding] = {}
+    codes: dict[tuple[str | None, str], dict[str, int]] = {}
+    for r in rf.xids:
+        if r.kind != "SXid":
+            continue
+        f = _sxid_finding(r, rf)
+        if switchless and f.severity is not Severity.INFO:
+            f = finding("xid-recorded", Severity.INFO, summary=f"{f.summary} No NVSwitch is on this machine's PCI bus: "
+                        "a note, not a fault.", cause=f.cause, remedy="Nothing to do on this machine.",
+                        evidence={k: v for k, v in f.evidence.items() if k != RECOVERY_ACTION}, subject=f.subject)
+        key = (f.subject, f.id)
+        first.setdefault(key, f)
+        counted = codes.setdefault(key, {})
+        counted[str(r.code)] = counted.get(str(r.code), 0) + r.count
+    out = []
+    for key, f in first.items():
+        if len(codes[key]) > 1:
+            f = replace(f, evidence={**f.evidence, "codes": dict(list(codes[key].items())[:LISTED]),
+                                     "records": len(codes[key])})
+        out.append(f)
+    return out
+
+
+def records_unread(found: ProbeOutcome[RecordsFacts]) -> list[Finding]:
+    """``records-unread``: the records probe crashed, was killed or timed out, or the kernel log did not end. A source
+    that could not be read is "not checked", never "healthy": the finding keeps the verdict from ``accelerated``, and
+    its evidence's ``unread`` makes ``gpucheck doctor`` exit 2 where nothing else makes the node not usable."""
+    exit_, rf = found.exit, found.facts
+    if exit_.status in ("crashed", "timeout", "error"):
+        how = {"timeout": f"was killed at its time limit ({exit_.error})", "error": f"could not start ({exit_.error})"}
+        why = how.get(exit_.status, f"died ({exit_.signal or f'exit code {exit_.returncode}'}"
+                      f"{f': {exit_.error}' if exit_.error else ''})")
+        evidence = child_evidence(exit_)
+    elif rf is not None and rf.log.unfinished is not None:
+        why = f"read {rf.log.source} no further: {rf.log.unfinished}"
+        evidence = {"log": rf.log.source, "unfinished": rf.log.unfinished}
+    else:
+        return []
+    return [
+        finding(
+            "records-unread",
+            Severity.DEGRADED,
+            summary=f"This boot's kernel log was not read to its end: the records probe {why}.",
+            cause="A fault the driver recorded (a GPU fallen off the bus, a GSP firmware error) may be in what was "
+            "not read, so the GPUs' health is not known: this is not checked, never healthy.",
+            remedy="Read the log yourself (`sudo dmesg | grep -E 'NVRM: Xid|SXid'`). A probe killed by SIGKILL may "
+            "have been the OOM killer (`journalctl -k | grep -i oom`); if the log is only slow to read, raise "
+            "--gpucheck-timeout.",
+            evidence={UNREAD_KEY: "kernel log", **evidence},
+        )
+    ]
 
 
 def _gpu_of(facts: Facts, device: str) -> Any:
@@ -148,8 +235,8 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: 
         # NVML's nvlink-degraded names the links down now: the log's Xid 74 is a note of when, not a second finding.
         others += by_cause.pop("nvlink-degraded")
     apps = [r for r in recs if _kind(r) == "application"]
-    out = [_cause(cause, who, rs, {**base, "also_logged": [_record_json(r) for r in apps + others]}, subject)
-           for cause, rs in by_cause.items()]
+    also = {"also_logged": [_record_json(r) for r in (apps + others)[:LISTED]]}
+    out = [_cause(cause, who, rs, {**base, **also}, subject) for cause, rs in by_cause.items()]
     if out or any(_kind(r) == "gpu-lost" for r in recs):
         return out
     if pending:
@@ -157,8 +244,13 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: 
     named = [r for r in apps if r.pid is not None or r.process is not None]
     if named and not others:
         out.append(_application(who, named, base, subject))
-    notes = others + [r for r in apps if r not in named]
-    out += [_recorded(who, r, base, subject) for r in notes]
+    # One note per code NVIDIA's catalog has, one for every code it has not: bounded however many codes and
+    # processes the log holds (a set per record, never a list: linear).
+    unnamed = [r for r in apps if r.pid is None and r.process is None]
+    by_code: dict[int | None, list[XidRecord]] = {}
+    for r in others + unnamed:
+        by_code.setdefault(r.code if xid_entry(r.code) else None, []).append(r)
+    out += [_recorded(who, rs, base, subject) for rs in by_code.values()]
     return out
 
 
@@ -216,23 +308,23 @@ def _cause(cause: str, who: str, rs: list[XidRecord], evidence: dict[str, Any], 
         cause=f"The driver wrote `NVRM: Xid (PCI:{first.device}): {first.code}, {first.first_text[:200]}`."
         + (f" Its recovery action is now {evidence[RECOVERY_ACTION]} (Xid 154)." if RECOVERY_ACTION in evidence else ""),
         remedy=remedy,
-        evidence={**evidence, "xids": [_record_json(r) for r in rs]},
+        evidence={**evidence, "xids": [_record_json(r) for r in rs[:LISTED]], "records": len(rs)},
         subject=subject,
     )
 
 
 def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[str, Any], subject: str | None) -> Finding:
-    others = [r for r in recs if r.code != 154]
-    after = ", ".join(f"Xid {r.code}" for r in others) or "no other Xid in this boot's log"
+    others = list({r.code: r for r in recs if r.code != 154}.values())
+    after = _first([f"Xid {r.code}" for r in others]) or "no other Xid in this boot's log"
     return finding(
         "xid-recovery-required",
         Severity.BLOCKER,
         summary=f"{who}: the driver says it needs {action} (Xid 154, after {after}).",
         cause="The driver changed the GPU's recovery action (Xid 154): until that is done, work on the GPU fails or "
-        "hangs. " + "; ".join(f"Xid {r.code} ({xid_entry(r.code).get('description', '?')})" for r in others),
+        "hangs. " + "; ".join(f"Xid {r.code} ({xid_entry(r.code).get('description', '?')})" for r in others[:LISTED]),
         remedy="Drain the GPU and do what the driver asks: reset the GPU (`sudo nvidia-smi -r -i <gpu>`) for "
         "'GPU Reset Required', reboot the node for 'Node Reboot Required'.",
-        evidence={**base, "xids": [_record_json(r) for r in recs]},
+        evidence={**base, "xids": [_record_json(r) for r in recs[:LISTED]], "records": len(recs)},
         subject=subject,
     )
 
@@ -243,30 +335,41 @@ def _application(who: str, rs: list[XidRecord], base: dict[str, Any], subject: s
     return finding(
         "xid-application-fault",
         Severity.INFO,
-        summary=f"{who}: {', '.join(procs)} faulted on it (Xid {', '.join(map(str, codes))}); nothing else is "
+        summary=f"{who}: {_first(procs)} faulted on it (Xid {_first([str(c) for c in codes])}); nothing else is "
         "wrong with the GPU in the kernel log.",
-        cause="; ".join(f"Xid {c}: {xid_entry(c).get('description', '?')}" for c in codes)
+        cause="; ".join(f"Xid {c}: {xid_entry(c).get('description', '?')}" for c in codes[:LISTED])
         + ". These are most often the program's own fault (an illegal address, an illegal instruction, a killed "
         "job), not the GPU's: NVIDIA's action is RESTART_APP, the node stays in service.",
         remedy="Debug the program (run it under `compute-sanitizer`, or with CUDA_LAUNCH_BLOCKING=1 to find the "
         "kernel); look at the GPU only if other programs fault on it too.",
-        evidence={**base, "xids": [_record_json(r) for r in rs]},
+        evidence={**base, "xids": [_record_json(r) for r in rs[:LISTED]], "records": len(rs)},
         subject=subject,
     )
 
 
-def _recorded(who: str, r: XidRecord, base: dict[str, Any], subject: str | None) -> Finding:
+def _first(names: list[str]) -> str:
+    """At most ``LISTED`` of ``names``, and how many more there are."""
+    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+    return ", ".join(names[:LISTED]) + more
+
+
+def _recorded(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None) -> Finding:
+    """The note of one code NVIDIA's catalog has, or of every code it has not, on one GPU, with their counts."""
+    r = rs[0]
     entry = xid_entry(r.code)
+    codes = list(dict.fromkeys(x.code for x in rs))
+    what = (f"Xid {r.code} ({entry['description']})" if entry.get("description") else
+            f"Xid {_first([str(c) for c in codes])} (not in NVIDIA’s catalog)")
     return finding(
         "xid-recorded",
         Severity.INFO,
-        summary=f"{who}: the kernel log records Xid {r.code} ({entry.get('description', 'not in NVIDIA’s catalog')}), "
-        f"{_when([r])}.",
+        summary=f"{who}: the kernel log records {what}, {_when(rs)}.",
         cause=f"`NVRM: Xid (PCI:{r.device}): {r.code}, {r.first_text[:200]}`. NVIDIA's immediate action: "
         f"{entry.get('immediate_action') or 'none given'}; investigatory: {entry.get('investigatory_action') or 'none given'}.",
         remedy="Nothing to do unless it recurs; then follow NVIDIA's Xid catalog "
         "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) for this code.",
-        evidence={**base, "xids": [_record_json(r)]},
+        evidence={**base, "xids": [_record_json(x) for x in rs[:LISTED]], "records": len(rs),
+                  "codes": {str(c): sum(x.count for x in rs if x.code == c) for c in codes[:LISTED]}},
         subject=subject,
     )
 

@@ -48,6 +48,27 @@ def gpus_on_bus(facts: Facts) -> bool:
     return bool(facts.hardware.nvidia_gpus) or driver_enumerated_gpus(facts) > 0 or facts.hardware.wsl_dxg
 
 
+def module_loaded(facts: Facts) -> bool:
+    """The nvidia kernel module is loaded, as /proc's version file or /sys/module/nvidia shows it."""
+    return facts.kernel.version_line is not None or facts.kernel.module_in_sysfs
+
+
+def unheld_gpus(facts: Facts) -> tuple[PciDevice, ...]:
+    """The GPUs on the PCI bus that no driver holds while the nvidia module is loaded: the driver's probe of each
+    failed (the records unit's ``gpu-init-failed`` names why, from the kernel log). A GPU bound to another driver
+    (vfio-pci for a VM) is someone's choice, not a failed probe."""
+    if not module_loaded(facts):
+        return ()
+    return tuple(d for d in facts.hardware.nvidia_gpus if d.driver is None)
+
+
+def none_held(facts: Facts) -> bool:
+    """Every GPU on the bus is one the loaded driver does not hold (:func:`unheld_gpus`): no ``/dev/nvidia<N>`` can
+    exist and cuInit finds no device, consequences of the failed probes, not faults of their own."""
+    unheld = unheld_gpus(facts)
+    return bool(unheld) and len(unheld) == len(facts.hardware.nvidia_gpus)
+
+
 #: PCI class 0x0680 ("other bridge"): an NVIDIA function of this class is an NVSwitch, never a GPU.
 NVSWITCH_CLASS_PREFIX = "0x0680"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpucheck.facts import DeviceNode, Facts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.rules.common import gpus_on_bus
+from gpucheck.rules.common import gpus_on_bus, none_held
 from gpucheck.settings import Settings
 
 
@@ -61,7 +61,8 @@ def _unusable_nodes(nodes: tuple[DeviceNode, ...]) -> list[DeviceNode]:
 def kernel_rules(facts: Facts, settings: Settings) -> list[Finding]:
     """The kernel layer's findings: ``host-read-hung`` (reading sysfs, procfs or /dev did not finish); else,
     for a GPU on the bus outside WSL, ``driver-not-loaded`` (the nvidia module is not loaded), else
-    ``device-nodes-inaccessible`` (its device nodes are missing or denied)."""
+    ``device-nodes-inaccessible`` (its device nodes are missing or denied; a numbered node is not looked for where the
+    driver holds no GPU, ``rules.common.none_held``)."""
     hung = _host_read_hung(facts)
     if hung:
         return hung
@@ -160,6 +161,9 @@ def _device_nodes_inaccessible(facts: Facts) -> list[Finding]:
     this user can read and write (see ``_unusable_nodes``)."""
     k = facts.kernel
     bad = _unusable_nodes(k.nodes)
+    if none_held(facts):
+        # The driver holds no GPU (its probe of each failed: gpu-init-failed says why), so no /dev/nvidia<N> can exist.
+        bad = [n for n in bad if n.exists or not n.path[len("/dev/nvidia") :].isdigit()]
     if not bad:
         return []
     missing = [n.path for n in bad if not n.exists]

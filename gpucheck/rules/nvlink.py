@@ -80,6 +80,40 @@ def nvlink_rules(nf: NvmlFacts, settings: Settings, nvlink_disabled: bool | None
     return out
 
 
+def bridge_notes(nf: NvmlFacts, settings: Settings) -> list[Finding]:
+    """``nvlink-bridge-unconfirmed`` (info), per bridge-capable card (``kind: bridge``) that lists its link slots with
+    none active, where ``--gpucheck-expect-nvlink`` is not given: what one reading cannot tell, and the setting that
+    says the bridges are fitted. It never changes the verdict by itself."""
+    if settings.expect_nvlink:
+        return []
+    out = []
+    for gpu in nf.gpus:
+        nl, sku = gpu.nvlink, nvlink_sku(gpu.name)
+        if gpu.handle_error is not None or nl is None or not nl.links or nl.active or sku is None or sku.kind != "bridge":
+            continue
+        if gpu.mig is not None and gpu.mig.current == 1:
+            continue
+        out.append(finding(
+            "nvlink-bridge-unconfirmed",
+            Severity.INFO,
+            summary=f"{label(gpu)} lists {len(nl.links)} NVLink slots and none is active: without an NVLink bridge that "
+            "is how it should be; with one, its links did not come up.",
+            cause=f"A {sku.model} has {sku.designed} NVLinks active with its bridge and none without one, and NVML lists "
+            "the same slots, all inactive, for a card without a bridge and for a bridged card whose links did not train "
+            "at boot (Azure/azhpc-images#443: 29 of 50 boots; NVIDIA/DCGM#198, NVSentinel#1481): one reading cannot "
+            "tell them apart, so gpucheck does not call it a fault on its own.",
+            remedy="If the cards are bridged, say so: --gpucheck-expect-nvlink (GPUCHECK_EXPECT_NVLINK=1, or "
+            "gpucheck_expect_nvlink = true in the ini file) makes a card with no link up nvlink-degraded. "
+            f"`nvidia-smi nvlink -s -i {gpu.index}` and `nvidia-smi topo -m` show the links.",
+            evidence={"gpu": gpu.index, "name": gpu.name, "pci_bus_id": gpu.pci_bus_id, "source": "NVML",
+                      "links_listed": len(nl.links), "active": 0, "model": sku.model,
+                      "active_when_bridged": sku.designed, "setting": "--gpucheck-expect-nvlink",
+                      "sources": list(sku.sources)},
+            subject=gpu.id,
+        ))
+    return out
+
+
 def judge_links(gpu: NvmlGpu, gpus: Sequence[NvmlGpu], settings: Settings) -> LinkJudgement | None:
     """Whether ``gpu`` has fewer active NVLinks than it should (see the module's docstring); None when not, or when
     NVML lists no link for it (no NVLink, or not read)."""

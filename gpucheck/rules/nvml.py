@@ -157,6 +157,7 @@ def nvml_rules(facts: Facts, settings: Settings) -> list[Finding]:
         out += _pcie(gpu)
     out += _p2p(nf, settings, framework_gpus(facts))
     out += nvlink.nvlink_rules(nf, settings, facts.kernel.nvlink_disabled)
+    out += nvlink.bridge_notes(nf, settings)
     return out
 
 

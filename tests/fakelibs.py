@@ -96,10 +96,12 @@ def _stub_dir(cc: str, sonames: tuple[str, ...], cache_dir: Path) -> Path:
     for soname in sonames:
         out = stubs / soname
         if not out.exists():
-            _write_atomically(out, lambda tmp, soname=soname: subprocess.run(
-                [cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(tmp), str(src)],
-                capture_output=True, text=True, check=True,
-            ))
+
+            def link(tmp: Path, soname: str = soname) -> None:
+                cmd = [cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(tmp), str(src)]
+                subprocess.run(cmd, capture_output=True, text=True, check=True)
+
+            _write_atomically(out, link)
     return stubs
 
 

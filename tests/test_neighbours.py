@@ -24,6 +24,7 @@ the run imported: no ``gpucheck.diagnosis`` (the diagnosis, which starts the pro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -290,7 +291,9 @@ def _pip_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
 
 
+@functools.cache
 def _installed(python: Path, distribution: str) -> str:
+    """A distribution's version in the neighbours' environment (asked once per session)."""
     done = subprocess.run(
         [str(python), "-c", f"import importlib.metadata as m; print(m.version({distribution!r}))"],
         capture_output=True, text=True, timeout=60, check=False,

@@ -23,7 +23,7 @@ from importlib import resources
 from typing import Any
 
 from gpucheck.records.facts import FollowUp, NvlinkXid
-from gpucheck.records.parse import Line
+from gpucheck.records.parse import Line, Unreadable, process
 
 NVLINK5_XIDS = frozenset(range(144, 151))
 MAX_RECORDS = 4096
@@ -36,8 +36,6 @@ _EXTENDED = re.compile(
 _FOLLOW = re.compile(
     rf"NVRM: Xid \((?:PCI:)?(?P<dev>{_DEV})[^)]{{0,80}}\): 45(?!\d),(?P<rest>.{{0,400}}?)caused by previous Xid "
     r"(?P<cause>\d{1,3})(?!\d)")
-_PID = re.compile(r"\bpid=(?P<pid>\d{1,10})(?!\d)")
-_NAME = re.compile(r"\bname=(?P<name>[^,]{1,80}?)(?:,|$)")
 
 
 def subcode(intrinfo: int) -> int:
@@ -66,9 +64,10 @@ def nvlink_records(lines: Iterable[Line]) -> tuple[tuple[NvlinkXid, ...], tuple[
             continue
         m = _FOLLOW.search(text)
         if m is not None:
-            pid_m, name_m = _PID.search(m["rest"]), _NAME.search(m["rest"])
-            pid = int(pid_m["pid"]) if pid_m else None
-            name = name_m["name"].strip() if name_m and name_m["name"].strip() != "<unknown>" else None
+            try:
+                pid, name = process(m["rest"])
+            except Unreadable:
+                pid, name = None, None
             fkey = (m["dev"].lower(), int(m["cause"]), pid, name)
             prev = follow.get(fkey)
             if prev is not None:

@@ -73,7 +73,9 @@ class Unreadable(ValueError):
     """A record the parser cannot read (a pid of thousands of digits): skipped and counted."""
 
 
-def _process(rest: str) -> tuple[int | None, str | None]:
+def process(rest: str) -> tuple[int | None, str | None]:
+    """The ``pid=`` and ``name=`` of a record's text (None where absent or ``<unknown>``); Unreadable for a pid of
+    more digits than any pid has."""
     pid_m, name_m = _PID.search(rest), _NAME.search(rest)
     if pid_m and pid_m["pid"] and len(pid_m["pid"]) > MAX_PID_DIGITS:
         raise Unreadable(f"a pid of {len(pid_m['pid'])} digits")
@@ -107,7 +109,7 @@ def parse_records(lines: Iterable[Line]) -> tuple[tuple[XidRecord, ...], int]:
             continue
         code, dev, rest = int(m["code"]), m["dev"].lower(), m["rest"][:_READ_TEXT].strip()
         try:
-            pid, name = _process(rest) if kind == "Xid" else (None, None)
+            pid, name = process(rest) if kind == "Xid" else (None, None)
         except Unreadable:
             unreadable += 1
             continue

@@ -65,7 +65,7 @@ class GpucheckRun:
 
 
 #: Where each of the TensorFlow child's facts lies in a report: its set-up's and its steps', each under the
-#: step's key (``gpucheck.stack``, ``TfStep``), as (key, field of the step's facts, name in the view).
+#: step's key (``gpucheck.frameworks.tensorflow``, ``Step``), as (key, field of the step's facts, name in the view).
 TF_STEP_FIELDS = (
     ("placement", "soft_placement_default", "soft_placement_default"),
     ("placement", "runs", "runs"),

@@ -26,7 +26,7 @@ from gpucheck.layers import checked
 from gpucheck.model import Finding, Severity, finding, raised_action, verdict
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_environment, probe_hardware_within, probe_kernel_within
 from gpucheck.probes.visibility import probe_visibility
-from gpucheck.protocol import DEEP_ENV, TF_STEPS_ENV, TIMEOUT_ENV
+from gpucheck.protocol import DEEP_ENV, STEPS_ENV, TIMEOUT_ENV
 from gpucheck.rules.nvml import gpu_ids, gpu_subjects
 from gpucheck.settings import Settings
 from gpucheck.unit import ChildProbe, PreStart
@@ -117,7 +117,7 @@ class Diagnosis:
 
     def _child_env(self, probe: ChildProbe) -> dict[str, str]:
         # The resolved timeout, so that a probe child running steps of its own (placement) can fit them in it;
-        # the TensorFlow child gets the steps the registry lists.
+        # a child that runs steps (a framework's) gets the steps the registry lists for it.
         env = {
             **dict(probe.env),
             TIMEOUT_ENV: f"{probe.time_limit(self.settings):g}",
@@ -125,8 +125,9 @@ class Diagnosis:
         }
         if probe.settings_env is not None:
             env.update(probe.settings_env(self.settings))
-        if probe is registry.TENSORFLOW_PROBE:
-            env[TF_STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in registry.tf_steps(self.settings))
+        steps = registry.steps_of(probe, self.settings)
+        if steps:
+            env[STEPS_ENV] = ",".join(f"{s.key}={s.target}" for s in steps)
         return env
 
     def result(self) -> Result:

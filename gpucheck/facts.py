@@ -451,7 +451,7 @@ class FrameworkFacts:
     devices: tuple[TfDevice, ...]
     gpus: tuple[TfDevice, ...]
     list_devices_error: str | None
-    #: Steps of the TensorFlow child (the units' ``Unit.tf_steps``) that raised, or could not be loaded: key -> error.
+    #: Steps of the TensorFlow child (the units' ``Unit.steps``) that raised, or could not be loaded: key -> error.
     step_errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -647,7 +647,7 @@ class GpuMemory:
 class TfSetupFacts:
     """The shared set-up of the one TensorFlow process on the critical path, before its steps: the GPUs
     TensorFlow registers, what gpucheck configured before the devices existed (the CPU split, a memory
-    limit), and the devices TensorFlow then created (``gpucheck.probes.tfsetup``)."""
+    limit), and the devices TensorFlow then created (``gpucheck.frameworks.tensorflow.setup``)."""
 
     importable: bool
     import_error: str | None

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 STAGE_PREFIX = "@@gpucheck-stage "
-#: Set by a probe child for the grandchildren it starts (gpucheck.probes.placement): the pid they must
+#: Set by a probe child for the grandchildren it starts (gpucheck.frameworks.tensorflow.placement): the pid they must
 #: not outlive. They ask the kernel for SIGKILL when it dies (PR_SET_PDEATHSIG), since a killed probe
 #: child cannot stop the grandchildren of its own sessions.
 DIE_WITH_PARENT_ENV = "GPUCHECK_DIE_WITH_PARENT"
 #: Exit code of a staged probe stopped at its deadline (GPUCHECK_TIMEOUT, less a margin) after its first
 #: result was written: the parent then has that result rather than a killed child with nothing.
 DEADLINE_EXIT = 124
-#: Where a probe child sends TensorFlow's output while it reads it back (``gpucheck.probes.tfcommon.captured``): a file
+#: Where a probe child sends TensorFlow's output while it reads it back (``gpucheck.frameworks.tensorflow.common.captured``): a file
 #: named by the parent, so that when TensorFlow aborts inside such a block, its last words (the ``F…``
 #: line that names what it refused) still reach the evidence. Emptied when a block ends normally.
 CAPTURE_ENV = "GPUCHECK_CAPTURE_FILE"
@@ -74,7 +74,10 @@ def stage(name: str) -> None:
 
 #: Probe targets a child may run: ``module:function`` in gpucheck's probes (the units of
 #: ``gpucheck.registry`` name them). Nothing else is imported on a parent's word.
-_TARGET = re.compile(r"^gpucheck\.(?:probes\.[a-z][a-z0-9_]*|[a-z][a-z0-9_]*\.probe):[a-z][a-z0-9_]*$")
+_TARGET = re.compile(
+    r"^gpucheck\.(?:probes\.[a-z][a-z0-9_]*|[a-z][a-z0-9_]*\.probe|frameworks\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)"
+    r":[a-z][a-z0-9_]*$"
+)
 
 
 def load_target(target: str) -> Callable[..., Any] | None:
@@ -89,17 +92,17 @@ def load_target(target: str) -> Callable[..., Any] | None:
 #: --gpucheck-deep, handed to the children (the same variable a user sets for it).
 DEEP_ENV = "GPUCHECK_DEEP"
 
-#: The steps the TensorFlow child runs after its framework facts, in order, each as ``key=module:function``
-#: (comma-separated): the steps the units register (``Unit.tf_steps``) for the layers this run checks
-#: (``gpucheck.registry.tf_steps``).
-TF_STEPS_ENV = "GPUCHECK_TF_STEPS"
+#: The steps a staged child (``gpucheck.probes.steps``) runs after its first facts and its set-up, in order, each
+#: as ``key=module:function`` (comma-separated): the steps the units register for that child (``Unit.steps``) of
+#: the layers this run checks (``gpucheck.registry.steps_of``).
+STEPS_ENV = "GPUCHECK_STEPS"
 
 
 
 
-def tf_steps_from_env() -> list[tuple[str, str]]:
+def steps_from_env() -> list[tuple[str, str]]:
     out = []
-    for item in os.environ.get(TF_STEPS_ENV, "").split(","):
+    for item in os.environ.get(STEPS_ENV, "").split(","):
         key, sep, target = item.strip().partition("=")
         if sep and key and target:
             out.append((key, target))

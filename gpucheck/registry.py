@@ -14,40 +14,42 @@ from typing import Any
 
 from gpucheck import cluster, performance, records, stack
 from gpucheck.facts import Facts
+from gpucheck.frameworks import tensorflow
 from gpucheck.layers import by_name, checked
 from gpucheck.model import catalog
 from gpucheck.settings import Settings
-from gpucheck.unit import ChildProbe, Explain, InProcess, LayerRule, TfStep, Unit
+from gpucheck.unit import ChildProbe, Explain, InProcess, LayerRule, Step, Unit
 
-#: The lower stack's units, then the units of the layers a switch asks for.
-UNITS: tuple[Unit, ...] = (*stack.UNITS, records.UNIT, performance.UNIT, cluster.UNIT)
-
-#: The one TensorFlow process on the critical path (the framework facts, then every registered step).
-TENSORFLOW_PROBE = stack.TENSORFLOW_PROBE
+#: The lower stack's units, the frameworks' units, then the units of the layers a switch asks for.
+UNITS: tuple[Unit, ...] = (*stack.UNITS, *tensorflow.UNITS, records.UNIT, performance.UNIT, cluster.UNIT)
 #: The NVML reading, whose GPU list the per-GPU checks are parametrized by at collection.
 NVML_PROBE = stack.NVML_PROBE
 
 
-def tf_steps(settings: Settings) -> tuple[TfStep, ...]:
-    """The steps the TensorFlow child runs, in registry order, for the layers this run checks (none where the
-    framework layer is not checked: there is no TensorFlow child)."""
+def steps(settings: Settings) -> tuple[Step, ...]:
+    """The steps of the layers this run checks, in registry order, whose child this run starts (none where the
+    child's own layer is not checked: there is no such child)."""
     on = checked(settings)
-    if "framework" not in on:
-        return ()
-    return tuple(step for unit in UNITS for step in unit.tf_steps if step.layer in on)
+    children = {p.name for unit in UNITS for p in unit.probes if p.layer in on}
+    return tuple(step for unit in UNITS for step in unit.steps if step.layer in on and step.child in children)
+
+
+def steps_of(probe: ChildProbe, settings: Settings) -> tuple[Step, ...]:
+    """The steps ``probe``'s child runs after its first facts, in order (``GPUCHECK_STEPS``)."""
+    return tuple(s for s in steps(settings) if s.child == probe.name)
 
 
 def probes(settings: Settings) -> tuple[ChildProbe, ...]:
-    """Every child probe of the layers this run checks, slowest first (they start in this order): the
-    TensorFlow child, its steps (read from its facts), then the others."""
+    """Every child probe of the layers this run checks, slowest first (they start in this order): each child that
+    runs steps, followed by its steps (read from its facts), then the others."""
     on = checked(settings)
     found = [p for unit in UNITS for p in unit.probes if p.layer in on]
-    tensorflow = [p for p in found if p is TENSORFLOW_PROBE]
-    steps = [
-        ChildProbe(s.key, s.layer, TENSORFLOW_PROBE.target, s.facts_cls, s.key, within=TENSORFLOW_PROBE.name)
-        for s in tf_steps(settings)
-    ]
-    return tuple(tensorflow + (steps if tensorflow else []) + [p for p in found if p not in tensorflow])
+    staged = [p for p in found if steps_of(p, settings)]
+    out: list[ChildProbe] = []
+    for p in staged:
+        out.append(p)
+        out += [ChildProbe(s.key, s.layer, p.target, s.facts_cls, s.key, within=p.name) for s in steps_of(p, settings)]
+    return tuple(out + [p for p in found if p not in staged])
 
 
 def measured_after(settings: Settings) -> tuple[ChildProbe, ...]:

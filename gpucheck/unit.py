@@ -1,7 +1,7 @@
 """What a unit is made of: the vocabulary of the registry (``gpucheck.registry``).
 
-A unit is what one source of facts gives: its probes (child processes, steps of the one TensorFlow
-process, or quick in-process readings), its rules, its checks, its rendering and its pytest side, each
+A unit is what one source of facts gives: its probes (child processes, steps run inside one of them
+(a framework's child, which imports the framework once), or quick in-process readings), its rules, its checks, its rendering and its pytest side, each
 registered with the layer (``gpucheck.layers``) it answers. A run gathers what the layers it checks
 need: a probe, step, rule or check of a layer this run does not check is left out.
 """
@@ -61,15 +61,17 @@ class ChildProbe:
 
 
 @dataclass(frozen=True)
-class TfStep:
-    """A step of ``layer`` in the one TensorFlow process (``gpucheck.probes.tfchild``): ``target`` is a
-    function ``(context, timeout) -> Iterator[(facts, budget)]``, the context the child's set-up's; its
+class Step:
+    """A step of ``layer`` run inside the child probe named ``child`` (a staged child of
+    ``gpucheck.probes.steps``: a framework's, which imports the framework once for all its steps). ``target``
+    is a function ``(context, timeout) -> Iterator[(facts, budget)]``, the context that child's set-up's; its
     facts land under ``key`` in that child's JSON and fill the facts field of the same name."""
 
     key: str
     layer: str
     target: str
     facts_cls: type[Any]
+    child: str
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class CheckFile:
 class Unit:
     name: str
     probes: tuple[ChildProbe, ...] = ()
-    tf_steps: tuple[TfStep, ...] = ()
+    steps: tuple[Step, ...] = ()
     in_process: tuple[InProcess, ...] = ()
     #: Child probes started once the diagnosis of every layer below has ended (``Diagnosis.measure``), so
     #: that they time a machine where no probe of ours still runs.
@@ -128,7 +130,7 @@ class Unit:
 
     @property
     def layers(self) -> frozenset[str]:
-        parts: list[Any] = [*self.probes, *self.tf_steps, *self.in_process, *self.after, *self.rules, *self.checks]
+        parts: list[Any] = [*self.probes, *self.steps, *self.in_process, *self.after, *self.rules, *self.checks]
         return frozenset(p.layer for p in parts)
 
 

@@ -20,7 +20,7 @@ from gpucheck.protocol import CAPTURE_ENV
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from gpucheck.probes.tfcommon import captured
+    from gpucheck.frameworks.tensorflow.common import captured
 
     def say(text):
         os.write(2, (text + "\\n").encode())

@@ -149,7 +149,7 @@ print(json.dumps(out))
 """
 
 #: tf.nn.conv2d (NHWC float32) and the matmul-relu-exp-sum gpucheck's XLA check compiles
-#: (gpucheck/probes/xla.py, xla_run), each on /GPU:0. JSON on stdout.
+#: (gpucheck/frameworks/tensorflow/xla.py, xla_run), each on /GPU:0. JSON on stdout.
 TF_PROBE = r"""
 import json
 import numpy as np

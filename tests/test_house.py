@@ -48,6 +48,23 @@ FLOORS: dict[str, int] = {
     "gpucheck.performance": 3,
     "gpucheck.cluster": 3,
     "gpucheck.records": 3,
+    # the frameworks' units, a package each: its probes, steps and rules on floor 2, the unit on 3, its checks on 8
+    "gpucheck.frameworks": 3,
+    "gpucheck.frameworks.tensorflow.child": 2,
+    "gpucheck.frameworks.tensorflow.setup": 2,
+    "gpucheck.frameworks.tensorflow.common": 2,
+    "gpucheck.frameworks.tensorflow.framework": 2,
+    "gpucheck.frameworks.tensorflow.placement": 2,
+    "gpucheck.frameworks.tensorflow.training": 2,
+    "gpucheck.frameworks.tensorflow.numerics": 2,
+    "gpucheck.frameworks.tensorflow.xla": 2,
+    "gpucheck.frameworks.tensorflow.multidevice": 2,
+    "gpucheck.frameworks.tensorflow.memory": 2,
+    "gpucheck.frameworks.tensorflow.libraries": 2,
+    "gpucheck.frameworks.tensorflow.benchmarks": 3,
+    "gpucheck.frameworks.tensorflow.rules": 2,
+    "gpucheck.frameworks.tensorflow.checks_placement": 8,
+    "gpucheck.frameworks.tensorflow.checks_memory": 8,
     # 4: the registry of units
     "gpucheck.registry": 4,
     # 5: the diagnosis (probes run, rules applied); 6: its rendering and the commands' own modules
@@ -83,11 +100,17 @@ FLOORS: dict[str, int] = {
     "gpucheck.cli": 8,
 }
 #: The units that are packages: nothing imports their modules but themselves and the registry.
-UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records")
+UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records", "gpucheck.frameworks.tensorflow")
+#: The framework units (a package each under ``gpucheck.frameworks``): none imports another.
+FRAMEWORK_UNITS = tuple(u for u in UNIT_PACKAGES if u.startswith("gpucheck.frameworks."))
+#: What a framework unit may import of the units it measures for: their contracts with whoever measures (the
+#: facts it fills, the plan it is handed, the cluster configuration it runs), never their rules or rendering.
+CONTRACTS = ("gpucheck.performance.facts", "gpucheck.performance.plan", "gpucheck.cluster.config", "gpucheck.cluster.facts")
 #: Modules that may import pytest: the plugin and what it registers.
 PYTEST_MODULES = (
     "gpucheck.plugin", "gpucheck.suite", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
     "gpucheck.htmlreport", "gpucheck.performance.checks_", "gpucheck.cluster.checks_", "gpucheck.records.checks_",
+    "gpucheck.frameworks.tensorflow.checks_",
 )
 
 
@@ -175,7 +198,7 @@ def test_the_checker_sees_imports_and_cycles() -> None:
     """The graph is not empty by accident: known edges are there."""
     g = graph()
     assert "gpucheck.protocol" in g["gpucheck.isolation"] and "gpucheck.protocol" in g["gpucheck.probes.child"]
-    assert "gpucheck.registry" in g["gpucheck.diagnosis"] and "gpucheck.rules.common" in g["gpucheck.rules.memory"]
+    assert "gpucheck.registry" in g["gpucheck.diagnosis"] and "gpucheck.rules.common" in g["gpucheck.frameworks.tensorflow.rules.memory"]
     assert "gpucheck.performance" in g["gpucheck.registry"] and "gpucheck.cluster.config" in g["gpucheck.cluster"]
     # isolation and the probe child no longer import each other (they share gpucheck.protocol).
     assert "gpucheck.probes.child" not in g["gpucheck.isolation"]
@@ -212,7 +235,20 @@ def test_nothing_imports_a_units_internals_but_the_unit_and_the_registry() -> No
         f"{name} imports {dep}"
         for name, deps in graph().items()
         for dep in deps
-        if (unit := _in_unit(dep)) is not None and _in_unit(name) != unit and name != "gpucheck.registry"
+        if (unit := _in_unit(dep)) is not None
+        and _in_unit(name) != unit
+        and name != "gpucheck.registry"
+        and not (_in_unit(name) in FRAMEWORK_UNITS and dep in CONTRACTS)
+    ]
+    assert wrong == []
+
+
+def test_no_framework_unit_imports_another() -> None:
+    wrong = [
+        f"{name} imports {dep}"
+        for name, deps in graph().items()
+        for dep in deps
+        if (mine := _in_unit(name)) in FRAMEWORK_UNITS and (theirs := _in_unit(dep)) in FRAMEWORK_UNITS and mine != theirs
     ]
     assert wrong == []
 
@@ -311,26 +347,27 @@ def test_children_run_only_named_probe_functions() -> None:
     """A child imports only ``gpucheck.probes.<module>:<function>``, never a private name or anything else."""
     from gpucheck.protocol import load_target
 
-    assert callable(load_target("gpucheck.probes.placement:placement_step"))
-    for bad in ("os:system", "gpucheck.probes.placement:__builtins__", "gpucheck.probes.placement:_err",
-                "gpucheck.settings:resolve", "gpucheck.probes.placement:placement_step; rm -rf /",
-                "gpucheck.probes.placement:no_such_function"):
+    assert callable(load_target("gpucheck.frameworks.tensorflow.placement:placement_step"))
+    for bad in ("os:system", "gpucheck.frameworks.tensorflow.placement:__builtins__", "gpucheck.frameworks.tensorflow.placement:_err",
+                "gpucheck.settings:resolve", "gpucheck.frameworks.tensorflow.placement:placement_step; rm -rf /",
+                "gpucheck.frameworks.tensorflow.placement:no_such_function"):
         assert load_target(bad) is None, bad
 
 
 def test_the_tensorflow_child_runs_the_steps_the_registry_lists() -> None:
-    """Units register steps of the TensorFlow child (``Unit.tf_steps``); the TensorFlow child gets them in
+    """Units register steps of the TensorFlow child (``Unit.steps``); the TensorFlow child gets them in
     registry order, and each step's facts come back as a probe outcome of its own."""
+    from gpucheck.frameworks.tensorflow import TENSORFLOW_PROBE
     from gpucheck.settings import Settings
 
-    steps = registry.tf_steps(Settings())
+    steps = registry.steps(Settings())
     assert [s.key for s in steps] == [
         "tf_setup", "placement", "training_step", "numerics", "xla", "multi_device", "gpu_memory"
     ]
     probes = {p.name: p for p in registry.probes(Settings())}
-    assert all(probes[s.key].within == registry.TENSORFLOW_PROBE.name for s in steps)
-    assert list(probes)[:2] == [registry.TENSORFLOW_PROBE.name, "tf_setup"]  # the slowest start first
-    assert registry.tf_steps(Settings(framework="none")) == ()
+    assert all(probes[s.key].within == TENSORFLOW_PROBE.name for s in steps)
+    assert list(probes)[:2] == [TENSORFLOW_PROBE.name, "tf_setup"]  # the slowest start first
+    assert registry.steps(Settings(framework="none")) == ()
     assert "placement" not in {p.name for p in registry.probes(Settings(framework="none"))}
 
 
@@ -383,7 +420,7 @@ def test_every_probe_target_the_units_name_loads() -> None:
 
     targets = {PROBE_TARGET}
     for unit in registry.UNITS:
-        targets |= {p.target for p in (*unit.probes, *unit.after)} | {s.target for s in unit.tf_steps}
+        targets |= {p.target for p in (*unit.probes, *unit.after)} | {s.target for s in unit.steps}
     assert len(targets) >= 10
     for target in sorted(targets):
         assert callable(load_target(target)), target
@@ -392,6 +429,7 @@ def test_every_probe_target_the_units_name_loads() -> None:
 
 def test_every_benchmark_kind_has_its_method() -> None:
     """The benchmark child's table of methods covers every kind the plan can name, and nothing else."""
-    from gpucheck.performance import plan, probe
+    from gpucheck.frameworks.tensorflow import benchmarks as probe
+    from gpucheck.performance import plan
 
     assert set(probe.KIND_METHODS) == set(plan.KINDS)

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from gpucheck.facts import CudaLibrary, SearchDir
-from gpucheck.probes import libraries as probe
-from gpucheck.rules.libraries import missing_dependency
+from gpucheck.frameworks.tensorflow import libraries as probe
+from gpucheck.frameworks.tensorflow.rules.libraries import missing_dependency
 
 
 def test_framework_found_and_build_read_without_import() -> None:
     code = (
-        "import sys\nfrom gpucheck.probes.libraries import locate_framework, read_build_info\n"
+        "import sys\nfrom gpucheck.frameworks.tensorflow.libraries import locate_framework, read_build_info\n"
         "loc, _ = locate_framework()\ninfo = read_build_info(loc / 'python' / 'platform' / 'build_info.py')\n"
         "print(info['cuda_version'], info['cudnn_version'], 'tensorflow' in sys.modules)"
     )

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from conftest import RUN_OPTIONS, GpucheckRun, SharedRuns
+from gpucheck.frameworks.tensorflow.benchmarks import derive
 from gpucheck.performance import plan as benchplan
 from gpucheck.performance.facts import BenchmarkRun
-from gpucheck.performance.probe import derive
 from gpucheck.performance.rules import MIN_JUDGED_STEP_S
 
 
@@ -42,7 +42,7 @@ def benchmarks(path: Path) -> dict[str, dict[str, Any]]:
 
 def test_every_benchmark_runs_on_the_cpu_host(run_gpucheck: Callable[..., GpucheckRun], tmp_path: Path) -> None:
     """Slow by what it checks: every benchmark of the plan measured for real on the CPU, each for its rounds
-    (``gpucheck.performance.probe``: at least MIN_ROUNDS over about MEASURE_S, the matmuls MEASURE_MATMUL_S)."""
+    (``gpucheck.frameworks.tensorflow.benchmarks``: at least MIN_ROUNDS over about MEASURE_S, the matmuls MEASURE_MATMUL_S)."""
     out = tmp_path / "a.json"
     run = run_gpucheck("--gpucheck-benchmarks", f"--benchmark-json={out}", "-p", "no:xdist", timeout=600)
     text = run.result.stdout.str()

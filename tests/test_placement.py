@@ -253,10 +253,10 @@ def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[di
     a crash of gpucheck. The probes are started through the runner the diagnosis uses. Slow: each of the two
     children imports TensorFlow before the fake cuInit aborts it."""
     from gpucheck.facts import MemoryConfigFacts, ProbeOutcome, from_json
+    from gpucheck.frameworks.tensorflow import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
+    from gpucheck.frameworks.tensorflow.rules.memory import memory_rules
     from gpucheck.isolation import ChildRunner
-    from gpucheck.rules.memory import memory_rules
     from gpucheck.settings import Settings
-    from gpucheck.stack import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
     from tests.test_placement_rules import base_facts
 
     fake_machine({**A100_VM, "cuda": {"init": "abort", "driver_version": 12040}})

@@ -45,12 +45,12 @@ from gpucheck.facts import (
     XlaFacts,
     XlaRun,
 )
+from gpucheck.frameworks.tensorflow.rules.memory import memory_rules, not_judged
+from gpucheck.frameworks.tensorflow.rules.placement import placement_rules
+from gpucheck.frameworks.tensorflow.xla import xla_toolchain_lines
 from gpucheck.model import Finding
 from gpucheck.pci import pci_key
-from gpucheck.probes.xla import xla_toolchain_lines
 from gpucheck.protocol import DIE_WITH_PARENT_ENV, quiet
-from gpucheck.rules.memory import memory_rules, not_judged
-from gpucheck.rules.placement import placement_rules
 from gpucheck.settings import Settings
 
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -330,7 +330,7 @@ def growth(applied: bool | None, memory: tuple[GpuMemory, ...], error: str | Non
 
 
 def test_memory_growth_judged_by_what_the_process_holds() -> None:
-    from gpucheck.probes.memory import judge_growth
+    from gpucheck.frameworks.tensorflow.memory import judge_growth
 
     # Growth on: the process holds the context and about what it allocated.
     assert judge_growth([gpu_memory(used=650)]) == (True, None, None)
@@ -499,7 +499,7 @@ def test_a_step_that_overruns_its_budget_leaves_the_facts_before_it(tmp_path: An
 def test_a_child_killed_at_the_parents_timeout_keeps_its_framework_facts() -> None:
     """A TensorFlow child that hangs in a C call its own watchdog cannot interrupt is killed at the parent's
     timeout; the facts it wrote stand: no framework-hung, the step that did not finish is named."""
-    from gpucheck.rules.framework import framework_rules
+    from gpucheck.frameworks.tensorflow.rules.framework import framework_rules
 
     hung = ChildExit("timeout", -9, "SIGKILL", 60.0, (), "placement: XLA on /GPU:0", "no answer within 60 s")
     fw = FrameworkFacts(True, None, "2.21.0", None, {"is_cuda_build": True}, True, (), (), None)

@@ -1,6 +1,6 @@
 """What the performance layer measures on a machine: one :class:`Spec` per benchmark, a pure function of
 the devices TensorFlow lists. The parent names its pytest items after it (``test_matmul[GPU:0-bfloat16]``)
-and hands it to the benchmark child (``gpucheck.performance.probe``), which measures each one.
+and hands it to the benchmark child (``gpucheck.frameworks.tensorflow.benchmarks``), which measures each one.
 
 Standard library only: the parent imports it without TensorFlow.
 """

@@ -1,4 +1,4 @@
-"""Rules of the performance layer: figures the benchmarks measured (``gpucheck.performance.probe``)
+"""Rules of the performance layer: figures the benchmarks measured (``gpucheck.frameworks.tensorflow.benchmarks``)
 against what the GPU model can do (``data/gpu_performance.json``), and multi-GPU scaling.
 
 - ``gpu-underperforming``: a GPU's matmul TFLOP/s for a dtype or its device-memory copy bandwidth (against

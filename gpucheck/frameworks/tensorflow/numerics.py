@@ -1,4 +1,4 @@
-"""The numerics step of the one TensorFlow process (``gpucheck.probes.tfchild``): matmuls in each
+"""The numerics step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``): matmuls in each
 precision the GPU has, a convolution (cuDNN) and a large sum on each GPU, on fresh random inputs, against
 a float64 CPU reference.
 """
@@ -10,8 +10,8 @@ from functools import partial
 from typing import Any
 
 from gpucheck.facts import NumericCheck, NumericsFacts
-from gpucheck.probes.tfcommon import error_text, fresh, rel_error, section, tf32_off
-from gpucheck.probes.tfsetup import TfContext
+from gpucheck.frameworks.tensorflow.common import error_text, fresh, rel_error, section, tf32_off
+from gpucheck.frameworks.tensorflow.setup import TfContext
 
 #: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to
 #: it, accumulation in float32). On this host's CPU the errors are about 6e-7 (float32 matmul), 5e-4
@@ -94,7 +94,7 @@ def numerics(tf: Any, np: Any, device: str, cc: tuple[int, int] | None) -> list[
 
 
 def numerics_step(ctx: TfContext, timeout: float) -> Iterator[tuple[NumericsFacts, float | None]]:
-    """The placement layer's numerics step (``Unit.tf_steps``, ``gpucheck.stack``): the facts after each device."""
+    """The placement layer's numerics step (``Unit.steps``, ``gpucheck.frameworks.tensorflow``): the facts after each device."""
     errors: dict[str, str] = {}
     found: list[NumericCheck] = []
     yield NumericsFacts((), errors), ctx.step_budget

@@ -1,4 +1,4 @@
-"""Resources-layer probes. The GPU memory step of the one TensorFlow process (``gpucheck.probes.tfchild``):
+"""Resources-layer probes. The GPU memory step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``):
 a test allocation on each GPU, what TensorFlow's allocator may use there, what NVML says. And memory
 settings that TensorFlow takes only before it touches a GPU, each in a TensorFlow process of its own,
 started beside the main TensorFlow child (never after it), and judged by what happened rather than by an
@@ -17,10 +17,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpucheck.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts, gpu_index
+from gpucheck.frameworks.tensorflow.common import (
+    created_devices,
+    created_limits,
+    initialise_devices,
+    section,
+    tf_message,
+)
+from gpucheck.frameworks.tensorflow.setup import Nvml, TfContext, memory_limit_for
 from gpucheck.pci import pci_key
 from gpucheck.probes.nvml import memory_snapshot
-from gpucheck.probes.tfcommon import created_devices, created_limits, initialise_devices, section, tf_message
-from gpucheck.probes.tfsetup import Nvml, TfContext, memory_limit_for
 from gpucheck.protocol import stage
 
 #: Test allocation (float32 elements: 64 MiB).
@@ -82,7 +88,7 @@ def gpu_memory(tf: Any, nvml: Nvml, created: list[tuple[str, str]], limits: dict
 
 
 def gpu_memory_step(ctx: TfContext, timeout: float) -> Iterator[tuple[GpuMemoryFacts, float | None]]:
-    """The resources layer's step in the main TensorFlow process (``Unit.tf_steps``, ``gpucheck.stack``), on every
+    """The resources layer's step in the main TensorFlow process (``Unit.steps``, ``gpucheck.frameworks.tensorflow``), on every
     GPU it has."""
     errors: dict[str, str] = {}
     memory: list[GpuMemory] = []

@@ -1,4 +1,4 @@
-"""The training-step step of the one TensorFlow process (``gpucheck.probes.tfchild``): a small
+"""The training-step step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``): a small
 softmax-regression step in a tf.function under ``tf.device('/GPU:0')``; the placement log (on since the
 set-up, before the devices existed) says where each of its ops ran, and TensorFlow's kernel registry why
 an op that asked for a GPU ran on the CPU.
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpucheck.facts import FallbackOp, TrainingStepFacts, TrainingStepPlacement
-from gpucheck.probes.tfcommon import captured, error_text, section, tf_message
-from gpucheck.probes.tfsetup import TfContext
+from gpucheck.frameworks.tensorflow.common import captured, error_text, section, tf_message
+from gpucheck.frameworks.tensorflow.setup import TfContext
 
 #: Ops of a graph that are plumbing, not computation: they say nothing about acceleration.
 STRUCTURAL_OPS = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "NoOp", "Const"})
@@ -110,7 +110,7 @@ def run_training_step(tf: Any, np: Any, requested: str, have_gpu: bool) -> Train
 
 
 def training_step(ctx: TfContext, timeout: float) -> Iterator[tuple[TrainingStepFacts, float | None]]:
-    """The placement layer's training-step step (``Unit.tf_steps``, ``gpucheck.stack``)."""
+    """The placement layer's training-step step (``Unit.steps``, ``gpucheck.frameworks.tensorflow``)."""
     errors: dict[str, str] = {}
     run = section(errors, "training step", lambda: run_training_step(ctx.tf, ctx.np, "/GPU:0", bool(ctx.gpus)), None)
     yield TrainingStepFacts(run, errors), ctx.step_budget

@@ -1,4 +1,4 @@
-"""The multi-device step of the one TensorFlow process (``gpucheck.probes.tfchild``): a data-parallel
+"""The multi-device step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``): a data-parallel
 gradient step split across the GPUs, or across the logical CPUs the set-up made where there are fewer
 than two GPUs, reduced on the first device and compared with a float64 reference.
 """
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpucheck.facts import MultiDeviceFacts, MultiDeviceRun
-from gpucheck.probes.tfcommon import error_text, fresh, rel_error, section, tf32_off
-from gpucheck.probes.tfsetup import TfContext
+from gpucheck.frameworks.tensorflow.common import error_text, fresh, rel_error, section, tf32_off
+from gpucheck.frameworks.tensorflow.setup import TfContext
 
 MULTI_DEVICE_TOLERANCE = 1e-5
 
@@ -49,7 +49,7 @@ def multi_device_run(tf: Any, np: Any, devices: list[str], kind: str) -> MultiDe
 
 
 def multi_device_step(ctx: TfContext, timeout: float) -> Iterator[tuple[MultiDeviceFacts, float | None]]:
-    """The placement layer's multi-device step (``Unit.tf_steps``, ``gpucheck.stack``): every GPU where there are
+    """The placement layer's multi-device step (``Unit.steps``, ``gpucheck.frameworks.tensorflow``): every GPU where there are
     two or more, else the logical CPUs (none where the CPU could not be split)."""
     errors: dict[str, str] = {}
     if len(ctx.gpus) >= 2:

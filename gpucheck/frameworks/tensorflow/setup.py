@@ -1,4 +1,4 @@
-"""The shared set-up of the one TensorFlow process on the critical path (``gpucheck.probes.tfchild``),
+"""The shared set-up of the one TensorFlow process on the critical path (``gpucheck.frameworks.tensorflow.child``),
 before the steps of the layers that need TensorFlow.
 
 Before TensorFlow initialises its devices, it configures what must be configured then: the placement log
@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucheck.facts import TfDevice, TfSetupFacts
-from gpucheck.probes.nvml import GpuHeadroom, memory_snapshot
-from gpucheck.probes.tfcommon import (
+from gpucheck.frameworks.tensorflow.common import (
     created_devices,
     created_limits,
     deep_from_env,
@@ -28,6 +27,7 @@ from gpucheck.probes.tfcommon import (
     initialise_devices,
     section,
 )
+from gpucheck.probes.nvml import GpuHeadroom, memory_snapshot
 from gpucheck.protocol import INIT_SECTION
 
 #: The key of the set-up's facts in the TensorFlow child's JSON (and their ``Facts`` field).
@@ -137,6 +137,7 @@ def set_up(timeout: float) -> Generator[tuple[TfSetupFacts, float | None], None,
     env = {k: os.environ.get(k) for k in ENV_KEYS}
     try:
         import numpy as np
+
         import tensorflow as tf
     except Exception as exc:  # noqa: BLE001 - reported by the framework probe as well
         yield TfSetupFacts(False, error_text(exc), None, env=env), None

@@ -3,7 +3,7 @@ GPU results right, does ``jit_compile`` work; plus advice users ask for (mixed p
 The placement step is the first to create TensorFlow's devices: where TensorFlow lists GPUs but that
 fails, it reports ``framework-gpu-init-failed`` (the framework probe only lists them) and nothing else.
 
-The facts come from real TensorFlow runs: the steps of the one TensorFlow process (``gpucheck.probes.tfsetup``,
+The facts come from real TensorFlow runs: the steps of the one TensorFlow process (``gpucheck.frameworks.tensorflow.setup``,
 ``placement``, ``training``, ``numerics``, ``xla``, ``multidevice``), each with facts of its own. Findings here are emitted
 whatever lies below; when a lower layer is the root cause, the checks report them as blocked by it.
 """
@@ -27,10 +27,10 @@ from gpucheck.facts import (
     facts_of,
     gpu_index,
 )
+from gpucheck.frameworks.tensorflow.rules.memory import malloc_async_failed
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
 from gpucheck.rules.common import child_evidence
-from gpucheck.rules.memory import malloc_async_failed
 from gpucheck.settings import Settings
 
 #: XLA's messages when ptxas or libdevice is missing (xla/service/gpu/nvptx_compiler.cc,

@@ -1,4 +1,4 @@
-"""The XLA step of the one TensorFlow process (``gpucheck.probes.tfchild``): a ``jit_compile=True``
+"""The XLA step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``): a ``jit_compile=True``
 function on each GPU, with XLA's own lines about its toolchain (ptxas, libdevice, the CUDA directories it
 searched).
 """
@@ -11,8 +11,8 @@ from functools import partial
 from typing import Any
 
 from gpucheck.facts import XlaFacts, XlaRun
-from gpucheck.probes.tfcommon import captured, fresh, rel_error, section, tf32_off, tf_message
-from gpucheck.probes.tfsetup import TfContext
+from gpucheck.frameworks.tensorflow.common import captured, fresh, rel_error, section, tf32_off, tf_message
+from gpucheck.frameworks.tensorflow.setup import TfContext
 from gpucheck.protocol import quiet
 
 XLA_TOLERANCE = 1e-4
@@ -77,7 +77,7 @@ def xla_run(tf: Any, np: Any, device: str) -> XlaRun:
 
 
 def xla_step(ctx: TfContext, timeout: float) -> Iterator[tuple[XlaFacts, float | None]]:
-    """The placement layer's XLA step (``Unit.tf_steps``, ``gpucheck.stack``): the facts after each device."""
+    """The placement layer's XLA step (``Unit.steps``, ``gpucheck.frameworks.tensorflow``): the facts after each device."""
     errors: dict[str, str] = {}
     runs: list[XlaRun] = []
     yield XlaFacts((), errors), ctx.step_budget

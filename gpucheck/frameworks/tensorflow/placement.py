@@ -1,5 +1,5 @@
-"""The placement step of the one TensorFlow process (``gpucheck.probes.tfchild``), after its set-up
-(``gpucheck.probes.tfsetup``): a float32 matmul pinned to each GPU TensorFlow registers and to the index
+"""The placement step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``), after its set-up
+(``gpucheck.frameworks.tensorflow.setup``): a float32 matmul pinned to each GPU TensorFlow registers and to the index
 one past the last, eagerly and in a tf.function, with soft placement off and on; and TensorFlow's soft
 placement default. Where the op really ran is the device of its result.
 """
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpucheck.facts import OpRun, PlacementFacts
-from gpucheck.probes.tfcommon import section, tf_message
-from gpucheck.probes.tfsetup import TfContext
+from gpucheck.frameworks.tensorflow.common import section, tf_message
+from gpucheck.frameworks.tensorflow.setup import TfContext
 from gpucheck.protocol import stage
 
 
@@ -46,7 +46,7 @@ def _place_all(ctx: TfContext, runs: list[OpRun]) -> None:
 
 
 def placement_step(ctx: TfContext, timeout: float) -> Iterator[tuple[PlacementFacts, float | None]]:
-    """The placement layer's placement step (``Unit.tf_steps``, ``gpucheck.stack``)."""
+    """The placement layer's placement step (``Unit.steps``, ``gpucheck.frameworks.tensorflow``)."""
     tf = ctx.tf
     errors: dict[str, str] = {}
     soft_default = section(errors, "soft placement default", lambda: bool(tf.config.get_soft_device_placement()), None)

@@ -1,8 +1,8 @@
 """What every TensorFlow step of a probe child shares: TensorFlow's output read back (``captured``), a
 section that records its fault and lets the rest go on (``section``), TensorFlow's error texts, the device
 creation with its "Created device" lines, and the numeric helpers of the checks against a float64
-reference. Used by the steps of the one TensorFlow child (``gpucheck.probes.tfsetup`` and the steps after
-it) and by the memory probes that run TensorFlow in processes of their own (``gpucheck.probes.memory``).
+reference. Used by the steps of the one TensorFlow child (``gpucheck.frameworks.tensorflow.setup`` and the steps after
+it) and by the memory probes that run TensorFlow in processes of their own (``gpucheck.frameworks.tensorflow.memory``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""TensorFlow's rules: the framework, the CUDA libraries its build needs, placement and numerics, memory."""

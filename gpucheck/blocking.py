@@ -17,8 +17,8 @@ from typing import Literal, Protocol, TypeVar
 from gpucheck.layers import LAYERS, by_name
 from gpucheck.model import RUN_LAYER, Finding, Severity, catalog
 
-#: What keeps TensorFlow from running at all, even on the CPU.
-TENSORFLOW_BROKEN = ("framework-missing", "framework-crashed", "framework-hung")
+#: What keeps a framework from running at all, even on the CPU.
+FRAMEWORK_BROKEN = ("framework-missing", "framework-crashed", "framework-hung")
 
 
 @cache
@@ -82,30 +82,52 @@ def _other_gpu(f: Finding, subject: str | None) -> bool:
     )
 
 
-def blocker_among(findings: Iterable[Finding], layers: frozenset[str], subject: str | None = None) -> Finding | None:
+def _other_framework(f: Finding, framework: str | None) -> bool:
+    """``f`` is one framework's finding ("tensorflow") and the question another's: TensorFlow's framework-missing
+    never blocks another framework's questions. A question of no framework (the lower stack's, the performance
+    layer's) counts every framework's."""
+    return framework is not None and f.framework is not None and f.framework != framework
+
+
+def blocker_among(
+    findings: Iterable[Finding], layers: frozenset[str], subject: str | None = None, framework: str | None = None
+) -> Finding | None:
     """The blocker of the lowest layer among ``layers`` (the run pseudo layer blocks everything). For a
     question about one GPU, a blocker about another GPU does not count: one lost GPU of eight leaves the
-    seven others' questions answered."""
+    seven others' questions answered; nor, for a question of one framework, another framework's blocker."""
     candidates = [
         f
         for f in findings
-        if f.severity is Severity.BLOCKER and (f.layer in layers or f.layer == RUN_LAYER) and not _other_gpu(f, subject)
+        if f.severity is Severity.BLOCKER
+        and (f.layer in layers or f.layer == RUN_LAYER)
+        and not _other_gpu(f, subject)
+        and not _other_framework(f, framework)
     ]
     return root_cause(candidates)
 
 
-def layer_blocker(findings: Iterable[Finding], layer: str, subject: str | None = None) -> Finding | None:
+def layer_blocker(
+    findings: Iterable[Finding], layer: str, subject: str | None = None, framework: str | None = None
+) -> Finding | None:
     """What blocks ``layer`` as a whole: the lowest broken layer it needs, or one of its ``blocked_by_ids``."""
     found = list(findings)
     own = by_name()[layer].blocked_by_ids if layer in by_name() else ()
-    return blocker_among(found, layers_needed(layer), subject) or next(
-        (f for f in found if f.id in own and f.severity is Severity.BLOCKER and not _other_gpu(f, subject)), None
+    return blocker_among(found, layers_needed(layer), subject, framework) or next(
+        (
+            f
+            for f in found
+            if f.id in own
+            and f.severity is Severity.BLOCKER
+            and not _other_gpu(f, subject)
+            and not _other_framework(f, framework)
+        ),
+        None,
     )
 
 
 def consequence_of(findings: Iterable[Finding], f: Finding) -> Finding | None:
     """The blocker of a broken layer that ``f``'s own evidence needs, if any: ``f`` is then its consequence."""
-    return blocker_among(findings, layers_needed_by_cause(f.id, f.layer), f.subject)
+    return blocker_among(findings, layers_needed_by_cause(f.id, f.layer), f.subject, f.framework)
 
 
 def independent_of(f: Finding, rc: Finding | None) -> bool:
@@ -115,7 +137,7 @@ def independent_of(f: Finding, rc: Finding | None) -> bool:
     :func:`blocker_among` decides them): its own red line either way."""
     if rc is None or f is rc or rc.layer == RUN_LAYER:
         return False
-    if _other_gpu(rc, f.subject):
+    if _other_gpu(rc, f.subject) or _other_framework(rc, f.framework):
         return True
     cat = catalog()
     return cat.layer_rank(rc.layer) < cat.layer_rank(f.layer) and rc.layer not in layers_needed_by_cause(f.id, f.layer)
@@ -131,10 +153,15 @@ class LayerState:
     blocked_by: str | None = None
 
 
-def layer_states(findings: tuple[Finding, ...], rc: Finding | None, checked: frozenset[str]) -> tuple[LayerState, ...]:
+def layer_states(
+    findings: tuple[Finding, ...], rc: Finding | None, checked: frozenset[str], framework: str | None = None
+) -> tuple[LayerState, ...]:
     """Each layer: "blocked" by a broken layer it needs, "broken", "degraded", "ok" or "not checked". A
     fault whose own evidence needs a broken layer (memory-config-failed needs TensorFlow) is that layer's
-    consequence: it leaves its layer blocked rather than broken."""
+    consequence: it leaves its layer blocked rather than broken. With ``framework``, the layers as that framework
+    sees them: the lower stack's findings and its own, not another framework's."""
+    if framework is not None:
+        findings = tuple(f for f in findings if not _other_framework(f, framework))
     states = []
     for layer in LAYERS:
         here = [f for f in findings if f.layer == layer.name and f.is_fault]
@@ -184,6 +211,8 @@ class Question:
     instead: tuple[str, ...] | None = None
     #: The benchmark a performance question is about: a finding that names other benchmarks is not its own.
     benchmark: str | None = None
+    #: The framework whose unit asks it: another framework's findings neither answer nor block it.
+    framework: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +246,8 @@ def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Deci
             named = f.evidence.get("benchmarks", [f.evidence["benchmark"]] if "benchmark" in f.evidence else None)
             if named is not None and q.benchmark not in named:
                 return False
+        if _other_framework(f, q.framework):
+            return False
         return q.subject is None or f.subject is None or f.subject == q.subject
 
     mine = [f for f in result.findings if f.id in q.ids and about(f)]
@@ -225,11 +256,11 @@ def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Deci
         wanted = frozenset().union(*(layers_needed(n) | {n} for n in q.instead))
     else:
         wanted = layers_needed(q.layer).union(*(layers_needed(n) | {n} for n in q.needs))
-    blocker = blocker_among(result.findings, wanted, q.subject) or next(
+    blocker = blocker_among(result.findings, wanted, q.subject, q.framework) or next(
         # Not ``about(f)``: placement names TensorFlow's devices ("/GPU:0", "placement step"), a per-GPU question
         # NVML's GPU ("GPU-0"), so only a blocker about another of NVML's GPUs leaves it answered (as layer_blocker).
         (f for f in result.findings if f.id in q.blocked_by_ids and f.severity is Severity.BLOCKER
-         and not _other_gpu(f, q.subject)),
+         and not _other_gpu(f, q.subject) and not _other_framework(f, q.framework)),
         None,
     )
     if blocker is not None and blocker not in mine:

@@ -38,6 +38,29 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class FrameworkState:
+    """One framework's answer: its verdict, root cause and layer states, over the lower stack's findings and its own
+    (another framework's findings neither break nor block it). The run's verdict is the worst of them, its root
+    cause the lowest."""
+
+    name: str
+    verdict: str
+    root_cause: Finding | None
+    layers: tuple[LayerState, ...]
+
+
+def framework_states(
+    findings: tuple[Finding, ...], checked: frozenset[str], frameworks: tuple[str, ...]
+) -> tuple[FrameworkState, ...]:
+    out = []
+    for name in frameworks:
+        mine = tuple(f for f in findings if f.framework in (None, name))
+        rc = named_root_cause(mine)
+        out.append(FrameworkState(name, verdict(mine), rc, layer_states(findings, rc, checked, name)))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Result:
     facts: Facts | None
     partial_facts: dict[str, Any]
@@ -52,6 +75,8 @@ class Result:
     unchecked: Mapping[str, str] = field(default_factory=dict)
     #: The GPUs the per-GPU checks are about ("GPU-0"), as NVML lists them.
     gpus: tuple[str, ...] = ()
+    #: Each framework the run asked for, as it sees the stack (``framework_states``).
+    frameworks: tuple[FrameworkState, ...] = ()
 
     def cause_blocked_by(self, f: Finding) -> Finding | None:
         """What blocks the finding ``f`` itself: a broken layer its evidence needs (a consequence of it)."""
@@ -100,7 +125,9 @@ class Diagnosis:
         self._probes: list[ChildProbe] = []
         self._not_run: dict[str, str] = {}
         for probe in registry.probes(settings):
-            why = probe.skip_reason(pre) if probe.skip_reason is not None else None
+            why = registry.not_asked(probe, settings)
+            if why is None and probe.skip_reason is not None:
+                why = probe.skip_reason(pre)
             if why is None:
                 self._probes.append(probe)
             else:
@@ -197,13 +224,14 @@ class Diagnosis:
         visibility = probe_visibility(len(hardware.nvidia_gpus) if hardware.readable else None)
         outcomes = {name: pending.outcome() for name, pending in self._pending.items()}
         units: dict[str, Any] = dict.fromkeys(registry.unit_fields())
-        units.update({r.field: r.read(self.settings, self._environment) for r in registry.in_process()})
+        units.update({r.field: r.read(self.settings, self._environment) for r in registry.in_process(self.settings)})
         units.update({name: o for name, o in outcomes.items() if name in units})
         facts = Facts(
             hardware=hardware,
             kernel=kernel,
             visibility=visibility,
-            **{name: o for name, o in outcomes.items() if name not in units},
+            cuda=outcomes["cuda"],
+            nvml=outcomes["nvml"],
             units=units,
             not_run=dict(self._not_run),
             environment=self._environment,
@@ -211,20 +239,23 @@ class Diagnosis:
         return self._judge(facts)
 
     def _judge(self, facts: Facts) -> Result:
-        findings = explained(facts, tuple(f for r in registry.rules() for f in r.rule(facts, self.settings)))
+        facts = registry.with_views(facts, self.settings)
+        findings = explained(facts, registry.findings(facts, self.settings))
         rc = named_root_cause(findings)
         # A layer measured after the diagnosis is "not checked" until it has been (its items deselected).
         unmeasured = {p.layer for p in registry.measured_after(self.settings) if facts.unit(p.field) is None}
+        on = checked(self.settings) - unmeasured
         return Result(
             facts=facts,
             partial_facts={},
             findings=findings,
             root_cause=rc,
             verdict=verdict(findings),
-            layers=layer_states(findings, rc, checked(self.settings) - unmeasured),
+            layers=layer_states(findings, rc, on),
             complete=True,
             unchecked=registry.not_checked(facts, self.settings),
             gpus=gpu_subjects(facts),
+            frameworks=framework_states(findings, on, self.settings.frameworks),
         )
 
 

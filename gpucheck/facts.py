@@ -13,8 +13,6 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from gpucheck.protocol import INIT_SECTION
-
 T = TypeVar("T")
 
 
@@ -410,23 +408,42 @@ class NvmlFacts:
     errors: tuple[NvmlError, ...] = ()
 
 
-# --- framework ------------------------------------------------------------------------
+# --- frameworks -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TfDevice:
-    name: str
-    device_type: str
-    details: dict[str, Any] = field(default_factory=dict)
+class FrameworkGpu:
+    """A GPU a framework registers: its name for it ("GPU:0"), the CUDA ordinal it is (None where that cannot be
+    told), and what the framework says of it."""
 
-    @property
-    def capability(self) -> tuple[int, int] | None:
-        """The compute capability TensorFlow's device details give, as a pair of integers (``(9, 0)``; ``[9, 0]``
-        once through JSON); None where they give none."""
-        cc = self.details.get("compute_capability")
-        if isinstance(cc, (list, tuple)) and len(cc) == 2 and all(type(v) is int for v in cc):
-            return (cc[0], cc[1])
-        return None
+    device: str
+    cuda_ordinal: int | None
+    name: str | None = None
+    capability: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class FrameworkView:
+    """What a framework unit says of itself in terms every module can read (``Unit.view``): the header line's part,
+    whether it can run at all, the GPUs it registers, its entries in a benchmark's ``machine_info``. The modules
+    outside ``gpucheck.frameworks`` read a framework only through this."""
+
+    #: Its name in --gpucheck-framework ("tensorflow") and as people write it ("TensorFlow").
+    name: str
+    title: str
+    #: Its part of the header line ("TensorFlow 2.20.0 (CPU-only build) sees 0 GPU(s)").
+    header: str
+    #: Whether it runs at all, even on the CPU (imports, did not crash or hang); None where its probe left no word.
+    runs: bool | None
+    version: str | None
+    #: The GPUs it registers, in its own order.
+    gpus: tuple[FrameworkGpu, ...]
+    #: Its entries in a benchmark's ``machine_info`` (DESIGN.md's contract: ``tensorflow``, ``cuda_build``...).
+    machine_info: dict[str, Any] = field(default_factory=dict)
+    #: Whether its multi-GPU collectives' library (NCCL) loads; None where that was not looked at.
+    collectives: bool | None = None
+    #: Why it registers no GPU because NVML does not initialise (a sentence), where that is why; None otherwise.
+    blind_without_nvml: str | None = None
 
 
 def gpu_index(device: str) -> int | None:
@@ -438,318 +455,6 @@ def gpu_index(device: str) -> int | None:
         return None
     tail = dev.rsplit("GPU:", 1)[1]
     return int(tail) if tail.isascii() and tail.isdigit() else None
-
-
-@dataclass(frozen=True)
-class FrameworkFacts:
-    importable: bool
-    import_error: str | None
-    version: str | None
-    location: str | None
-    build_info: dict[str, Any]
-    is_cuda_build: bool | None
-    devices: tuple[TfDevice, ...]
-    gpus: tuple[TfDevice, ...]
-    list_devices_error: str | None
-    #: Steps of the TensorFlow child (the units' ``Unit.steps``) that raised, or could not be loaded: key -> error.
-    step_errors: dict[str, str] = field(default_factory=dict)
-
-
-# --- libraries (child process) --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SearchDir:
-    """One directory of the loader's search for TensorFlow's libraries, in the loader's order."""
-
-    path: str
-    #: "LD_LIBRARY_PATH", "RUNPATH of <file>", "ldconfig cache", "default directory".
-    source: str
-
-
-@dataclass(frozen=True)
-class CudaLibrary:
-    """A CUDA library TensorFlow's build needs, where the loader finds it and what it says it is."""
-
-    key: str
-    soname: str
-    #: The pip wheel that provides it (e.g. nvidia-cuda-runtime-cu12) and the minimum the framework asks for.
-    package: str | None
-    min_version: str | None
-    #: TensorFlow registers no GPU without it (its TryDlopenCUDALibraries list).
-    required: bool
-    #: The file the search resolved the name to, and which search entry found it.
-    path: str | None
-    found_via: str | None
-    loaded: bool
-    #: The loader's own message (dlerror) when dlopen failed: often names a missing dependency.
-    load_error: str | None
-    version: str | None
-    #: How the version was learnt: the library's own call (e.g. "cudaRuntimeGetVersion") or "file name".
-    version_source: str | None
-    #: Other files of this soname later in the search (shadowed by the first).
-    shadowed: tuple[str, ...] = ()
-    #: Files of the same library with another soname version (e.g. libcudart.so.13 when .so.12 is needed).
-    other_versions: tuple[str, ...] = ()
-    #: The CUDA version the library was built for, when it says (cuDNN: cudnnGetCudartVersion), e.g. "12.5".
-    built_for_cuda: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolchainFile:
-    name: str
-    path: str | None
-    searched: tuple[str, ...]
-    version: str | None = None
-
-
-@dataclass(frozen=True)
-class LibrariesFacts:
-    #: Where TensorFlow's package was found (without importing it), None when it was not.
-    framework_location: str | None
-    framework_version: str | None
-    #: tensorflow/python/platform/build_info.py, read as data; empty when absent.
-    build_info: dict[str, Any]
-    build_info_source: str | None
-    is_cuda_build: bool | None
-    #: The wheel's "and-cuda" requirements: pip package -> minimum version.
-    requirements: dict[str, str]
-    search: tuple[SearchDir, ...]
-    libraries: tuple[CudaLibrary, ...]
-    #: XLA's PTX compiler and libdevice, looked for where XLA looks.
-    ptxas: ToolchainFile | None
-    libdevice: ToolchainFile | None
-    xla_cuda_data_dir: str | None
-    notes: tuple[str, ...] = ()
-
-    def library(self, key: str) -> CudaLibrary | None:
-        return next((lib for lib in self.libraries if lib.key == key), None)
-
-
-# --- placement, numerics, memory configuration, XLA (child processes) --------
-
-
-@dataclass(frozen=True)
-class OpRun:
-    """One op (a float32 matmul) under ``tf.device(requested)``, as TensorFlow ran it or refused to."""
-
-    requested: str
-    #: "eager" or "function" (inside a tf.function).
-    mode: str
-    soft_placement: bool
-    ok: bool
-    #: The device of the result tensor: where the op really ran.
-    device: str | None
-    #: The exception's class and TensorFlow's exact message when it refused.
-    error_type: str | None
-    error: str | None
-
-
-@dataclass(frozen=True)
-class FallbackOp:
-    """An op of the training step that asked for a GPU and ran on the CPU, with the reason."""
-
-    name: str
-    op_type: str
-    dtype: str | None
-    requested: str
-    device: str
-    #: "no GPU device", "no GPU kernel", "no GPU kernel for <dtype>", "GPU kernel exists (placed by colocation)".
-    reason: str
-
-
-@dataclass(frozen=True)
-class TrainingStepPlacement:
-    """A small training step in a tf.function under ``tf.device(requested)`` with device-placement logging on."""
-
-    requested: str
-    ok: bool
-    error: str | None
-    #: How many ops TensorFlow's placer logged, and how many of them it put on a GPU.
-    placed_ops: int
-    on_gpu: int
-    fallbacks: tuple[FallbackOp, ...]
-
-
-@dataclass(frozen=True)
-class NumericCheck:
-    """One computation on a device against a float64 CPU reference (fresh random inputs)."""
-
-    device: str
-    #: "matmul", "conv2d" (cuDNN on a GPU), "reduce_sum".
-    op: str
-    #: "float32", "tensorfloat32", "float16", "bfloat16".
-    precision: str
-    ok: bool
-    ran_on: str | None
-    #: max |result - reference| / max |reference| (for a sum: / sum |x|).
-    error: float | None
-    tolerance: float
-    exception: str | None
-    shape: str
-
-
-@dataclass(frozen=True)
-class XlaRun:
-    """A ``jit_compile=True`` function on one device."""
-
-    device: str
-    ok: bool
-    ran_on: str | None
-    error: str | None
-    #: XLA's own log lines about ptxas / libdevice / the CUDA directories it searched.
-    log_lines: tuple[str, ...]
-    #: The directories XLA says it searched for the CUDA toolkit ("Searched for CUDA in ...").
-    searched: tuple[str, ...]
-    #: max relative error against a float64 reference, when it ran.
-    max_error: float | None = None
-
-
-@dataclass(frozen=True)
-class MultiDeviceRun:
-    """A data-parallel gradient step split across several devices (logical ones where there are not
-    enough physical GPUs), reduced on the first and compared with a float64 reference."""
-
-    devices: tuple[str, ...]
-    #: "gpus", "logical-gpus" or "logical-cpus".
-    kind: str
-    ok: bool
-    ran_on: tuple[str, ...]
-    error: float | None
-    tolerance: float
-    exception: str | None
-
-
-@dataclass(frozen=True)
-class GpuMemory:
-    """What TensorFlow got of one GPU's memory, and what NVML said was free before it started."""
-
-    device: str
-    pci_bus_id: str | None
-    #: What TensorFlow's allocator may use on the device (its memory_limit; the "Created device ... with
-    #: N MB memory" figure).
-    tf_limit_mb: int | None
-    #: tf.config.experimental.get_memory_info after a test allocation: {"current": bytes, "peak": bytes}.
-    memory_info: dict[str, int] | None
-    nvml_free_mb: int | None
-    nvml_total_mb: int | None
-    #: Compute processes NVML lists on the GPU before TensorFlow started (pid, used MiB).
-    nvml_processes: tuple[tuple[int, int | None], ...]
-    error: str | None
-    #: What NVML says this process holds on the GPU after the test allocation (MiB); None where NVML does
-    #: not list it (no NVML, or a container that hides the process ids).
-    process_used_mb: int | None = None
-    #: The same reading once the devices exist, before the test allocation (the process's CUDA context).
-    process_base_mb: int | None = None
-
-
-@dataclass(frozen=True)
-class TfSetupFacts:
-    """The shared set-up of the one TensorFlow process on the critical path, before its steps: the GPUs
-    TensorFlow registers, what gpucheck configured before the devices existed (the CPU split, a memory
-    limit), and the devices TensorFlow then created (``gpucheck.frameworks.tensorflow.setup``)."""
-
-    importable: bool
-    import_error: str | None
-    version: str | None
-    #: Physical GPUs TensorFlow registers, with their details (compute capability, name).
-    gpus: tuple[TfDevice, ...] = ()
-    logical_devices: tuple[str, ...] = ()
-    #: Logical CPU devices gpucheck split the CPU into (they appear in TensorFlow's device lists).
-    cpu_split: int = 0
-    #: The memory_limit (MiB) gpucheck gave every GPU of this process, so that it never reserves a GPU's
-    #: memory while another process needs it; None where TensorFlow registers no GPU.
-    memory_limit_mb: int | None = None
-    #: Whether this TensorFlow keeps memory growth once any logical device is configured (a CPU split):
-    #: TensorFlow 2.21 drops it (``context._compute_device_options``) while get_memory_growth answers True.
-    #: None where it was not looked at (no GPU).
-    growth_kept_with_logical_devices: bool | None = None
-    #: TensorFlow's own word on which GPU each of its devices is: its "Created device .../device:GPU:N
-    #: ... pci bus id: <id>" log lines, as (GPU:N, PCI bus id).
-    created_devices: tuple[tuple[str, str], ...] = ()
-    #: The memory / XLA settings of the environment, as TensorFlow reads them.
-    env: dict[str, str | None] = field(default_factory=dict)
-    #: Sections that raised unexpectedly (name: error); ``initialise devices`` there: no step ran after.
-    errors: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def devices_created(self) -> bool:
-        """TensorFlow created its GPU devices (with gpucheck's memory limit)."""
-        return bool(self.created_devices) and INIT_SECTION not in self.errors
-
-
-@dataclass(frozen=True)
-class PlacementFacts:
-    """The placement step: a float32 matmul pinned to each GPU (and one past the last), eagerly and in a
-    tf.function, with soft placement off and on."""
-
-    soft_placement_default: bool | None = None
-    runs: tuple[OpRun, ...] = ()
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TrainingStepFacts:
-    """The training-step step: where TensorFlow's placer put the ops of a small training step."""
-
-    run: TrainingStepPlacement | None = None
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class NumericsFacts:
-    """The numerics step: computations on each GPU (on the CPU with --gpucheck-deep where there is none)
-    against a float64 reference."""
-
-    checks: tuple[NumericCheck, ...] = ()
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class XlaFacts:
-    """The XLA step: a ``jit_compile=True`` function on each GPU (on the CPU with --gpucheck-deep)."""
-
-    runs: tuple[XlaRun, ...] = ()
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class MultiDeviceFacts:
-    """The multi-device step: a gradient step split across the GPUs, or the logical CPUs with fewer than two."""
-
-    run: MultiDeviceRun | None = None
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class GpuMemoryFacts:
-    """The GPU memory step of the resources layer: a test allocation on each GPU of the main TensorFlow
-    process, with what its allocator may use there and what NVML says."""
-
-    memory: tuple[GpuMemory, ...] = ()
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class MemoryConfigFacts:
-    """A memory setting tried in a TensorFlow process of its own (it can only be made before TensorFlow
-    initialises its GPUs; cuda_malloc_async aborts the process where unsupported), judged by what happened."""
-
-    #: "memory-growth", "cuda-malloc-async".
-    name: str
-    #: What was configured, in TensorFlow's terms.
-    setting: str
-    #: True: it worked (growth: the process holds about what it allocated); False: it did not; None: not
-    #: checked (``not_checked`` says why: the memory was held by others, NVML does not list the process).
-    applied: bool | None
-    error: str | None
-    memory: tuple[GpuMemory, ...]
-    logical_gpus: tuple[str, ...]
-    multi_device: MultiDeviceRun | None = None
-    not_checked: str | None = None
-    #: Bytes allocated on each GPU to judge the setting.
-    allocated_mb: int | None = None
-
 
 
 
@@ -787,34 +492,19 @@ class Facts:
     visibility: VisibilityFacts
     cuda: ProbeOutcome[CudaDriverFacts]
     nvml: ProbeOutcome[NvmlFacts]
-    #: None with --gpucheck-framework=none (and so are libraries and placement).
-    framework: ProbeOutcome[FrameworkFacts] | None = None
-    #: CUDA libraries TensorFlow needs; None when that probe was not run.
-    libraries: ProbeOutcome[LibrariesFacts] | None = None
-    #: The steps of the one TensorFlow process after its framework facts, each an outcome of its own (the
-    #: exit is that process's): its shared set-up, then placement, the training step, numerics, XLA, the
-    #: multi-device step (the placement layer's) and the GPU memory step (the resources layer's). None when
-    #: not run (--gpucheck-framework=none); an outcome without facts where the process ended before the step.
-    tf_setup: ProbeOutcome[TfSetupFacts] | None = None
-    placement: ProbeOutcome[PlacementFacts] | None = None
-    training_step: ProbeOutcome[TrainingStepFacts] | None = None
-    numerics: ProbeOutcome[NumericsFacts] | None = None
-    xla: ProbeOutcome[XlaFacts] | None = None
-    multi_device: ProbeOutcome[MultiDeviceFacts] | None = None
-    gpu_memory: ProbeOutcome[GpuMemoryFacts] | None = None
-    #: Memory growth, in a TensorFlow process of its own; None when not tried (``not_run`` says why).
-    memory_growth: ProbeOutcome[MemoryConfigFacts] | None = None
-    #: TF_GPU_ALLOCATOR=cuda_malloc_async, in a TensorFlow process of its own; None when not tried.
-    cuda_malloc_async: ProbeOutcome[MemoryConfigFacts] | None = None
-    #: The units' facts by field (``performance``, ``cluster_config``, ``cluster``): each unit reads its own
-    #: through a typed accessor of its package; in JSON they stand beside the fields above. A unit this run
-    #: did not check has its field, as None.
+    #: The units' facts by field (a framework's: ``framework``, ``libraries``, its steps' ...; ``performance``,
+    #: ``cluster_config``, ``cluster``): each unit reads its own through a typed accessor of its package; in JSON
+    #: they stand beside the fields above. A unit this run did not check has its field, as None.
     units: dict[str, Any] = field(default_factory=dict, metadata={"flatten": True})
     #: Child probes not started, and why (``memory-growth``: "no NVIDIA GPU on the PCI bus").
     not_run: dict[str, str] = field(default_factory=dict)
     #: The environment variables the rules weigh (``gpucheck.probes.host.ENVIRONMENT_KEYS``), as this run
     #: saw them: rules read them here, never from ``os.environ``.
     environment: dict[str, str | None] = field(default_factory=dict)
+    #: What each framework this run asked for says of itself (``FrameworkView``), by its name: what the modules
+    #: outside the framework's unit read of it. Derived from the unit's facts by the diagnosis
+    #: (``gpucheck.registry.with_views``), so not in the JSON: the facts it rests on are.
+    frameworks: dict[str, FrameworkView] = field(default_factory=dict, metadata={"derived": True})
 
     def unit(self, name: str) -> Any:
         """A unit's facts field (None when this run has none): read through the unit's typed accessor."""
@@ -838,6 +528,8 @@ def to_json(obj: Any) -> Any:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(obj):
             value = to_json(getattr(obj, f.name))
+            if f.metadata.get("derived"):
+                continue  # computed from the fields that are written (Facts.frameworks)
             if f.metadata.get("flatten"):
                 out.update(value)  # a mapping of fields that stand beside the others (Facts.units)
             else:

@@ -232,9 +232,9 @@ def judge_arch(cc_major: int, cc_minor: int, archs: list[Arch]) -> ArchJudgement
 # --- TensorFlow builds ----------------------------------------------------------------
 
 
-def tested_build(tf_version: str | None) -> dict[str, str] | None:
+def tested_build(version: str | None) -> dict[str, str] | None:
     """The tested configuration (CUDA, cuDNN) of a TensorFlow release, by major.minor."""
-    v = parse_version(tf_version)
+    v = parse_version(version)
     if not v or len(v) < 2:
         return None
     for row in data("tf_builds.json")["builds"]:

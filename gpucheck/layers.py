@@ -18,7 +18,7 @@ from gpucheck.settings import Settings
 class Layer:
     name: str
     needs: tuple[str, ...]
-    #: About the framework (TensorFlow): not checked with --gpucheck-framework=none (``checked``).
+    #: About a framework (answered by the framework units): not checked with --gpucheck-framework=none (``checked``).
     framework: bool = False
     #: Blockers of a layer it does not need as a whole that still block it: the performance layer needs
     #: ops to reach the GPU (no placement-failed, no soft-placement-fallback), not right results from
@@ -50,7 +50,7 @@ LAYERS: tuple[Layer, ...] = (
     ),
     # As a whole it needs nothing below it: its configuration needs the environment, its peers the network;
     # its collective needs TensorFlow itself (its check asks for that), not the GPUs.
-    Layer("cluster", (), asked=lambda s: s.cluster is not None or s.tf_config_set),
+    Layer("cluster", (), asked=lambda s: s.cluster is not None or s.cluster_env_set),
 )
 
 
@@ -64,5 +64,5 @@ def checked(settings: Settings) -> frozenset[str]:
     return frozenset(
         layer.name
         for layer in LAYERS
-        if not (layer.framework and settings.framework == "none") and (layer.asked is None or layer.asked(settings))
+        if not (layer.framework and not settings.frameworks) and (layer.asked is None or layer.asked(settings))
     )

@@ -1,13 +1,14 @@
 """What ``@pytest.mark.gpu`` asks of a machine, and the answer from a diagnosis: pure functions (no pytest).
 
 A test marked ``gpu(count=1, min_memory=None, compute_capability=None, framework=...)`` needs ``count``
-GPUs that TensorFlow registered here (``framework=None``: that the CUDA driver lists, no TensorFlow asked;
-not given: TensorFlow where it is installed, else the driver), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
+GPUs that the framework (``"tensorflow"``, or another registered framework unit) registered here
+(``framework=None``: that the CUDA driver lists, no framework asked; not given: the first framework installed,
+else the driver), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
 least ``compute_capability`` (``"8.0"``), and none of them blocked by what the diagnosis found.
 
 A GPU is *usable* when no blocker of the layers the marker needs is about it (or about the whole machine):
-with TensorFlow, every layer up to ``framework`` (hardware, kernel, driver, visibility, compatibility,
-libraries, framework), and ``resources`` and ``health`` (its memory is there, it is not lost); without a
+with a framework, every layer up to ``framework`` (hardware, kernel, driver, visibility, compatibility,
+libraries, framework; blockers of another framework do not count), and ``resources`` and ``health`` (its memory is there, it is not lost); without a
 framework, the layers up to ``visibility`` and the same two. Placement, performance and the cluster do not
 keep a marked test from running: a marked test is itself what shows whether work lands on the GPU, and
 hiding it behind a skip would hide that. A run whose verdict they spoil says so in its summary.
@@ -24,20 +25,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpucheck import frameworks, registry
 from gpucheck.blocking import blocker_among, layers_needed
 from gpucheck.diagnosis import Result
-from gpucheck.facts import facts_of, gpu_index
 from gpucheck.model import Finding
 from gpucheck.rules.devicemap import device_map
 from gpucheck.settings import memory_bytes, parse_memory
 
-FRAMEWORKS = ("tensorflow", None)
+#: The layers a marked test needs: with a framework (any), every layer up to it; without, the driver's view.
+FRAMEWORK_LAYERS = layers_needed("framework") | {"framework", "resources", "health"}
+DRIVER_LAYERS = layers_needed("visibility") | {"visibility", "resources", "health"}
 
-#: The layers a marked test needs, by its framework.
-LAYERS: Mapping[str | None, frozenset[str]] = {
-    "tensorflow": layers_needed("framework") | {"framework", "resources", "health"},
-    None: layers_needed("visibility") | {"visibility", "resources", "health"},
-}
+
+def layers_for(framework: str | None) -> frozenset[str]:
+    return FRAMEWORK_LAYERS if framework is not None else DRIVER_LAYERS
+
+
+def title(framework: str) -> str:
+    """How people write a framework's name ("TensorFlow")."""
+    found = registry.framework_named(framework)
+    return found.title if found is not None else framework
 #: A compute capability: ASCII digits, at most three each side (``int()`` of thousands of digits raises).
 _CC = re.compile(r"^\s*([0-9]{1,3})(?:\.([0-9]{1,3}))?\s*$")
 #: The most GPUs a marked test may ask for: a larger count is no machine's (and ``str()`` of it may raise).
@@ -60,7 +67,7 @@ class Need:
     count: int = 1
     min_memory: str | None = None
     compute_capability: tuple[int, int] | None = None
-    framework: str | None = "tensorflow"
+    framework: str | None = frameworks.DEFAULT
     #: Whether the marker named its framework: a bare marker asks for what this run diagnosed of the
     #: frameworks installed (the driver level under --gpucheck-framework=none).
     framework_given: bool = field(default=True, compare=False)
@@ -74,21 +81,26 @@ class Need:
             bits.append(f"compute capability {self.compute_capability[0]}.{self.compute_capability[1]} or newer")
         if bits:
             what += " with " + " and ".join(bits)
-        return what + (" that TensorFlow can use" if self.framework == "tensorflow" else " the CUDA driver lists")
+        return what + (f" that {title(self.framework)} can use" if self.framework is not None else " the CUDA driver lists")
 
 
 class MarkerError(ValueError):
     """A marker written wrongly: the sentence that says how."""
 
 
-def default_framework() -> str | None:
-    """What a bare ``@pytest.mark.gpu`` asks for: the frameworks installed here, found without importing them
-    (TensorFlow when its package is on the path), else the driver level (None). A suite without TensorFlow
-    never gets "TensorFlow cannot be imported" for a marker that did not name it."""
+def installed(module: str) -> bool:
+    """Whether a framework's package is on the path, found without importing it."""
     try:
-        return "tensorflow" if importlib.util.find_spec("tensorflow") is not None else None
-    except (ImportError, ValueError):  # a broken or shadowed "tensorflow" on the path: not installed as such
-        return None
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or shadowed package on the path: not installed as such
+        return False
+
+
+def default_framework() -> str | None:
+    """What a bare ``@pytest.mark.gpu`` asks for: the first framework installed here (the registry's order), found
+    without importing it, else the driver level (None). A suite without TensorFlow never gets "TensorFlow cannot
+    be imported" for a marker that did not name it."""
+    return next((fw.name for fw in registry.FRAMEWORKS if installed(fw.module)), None)
 
 
 def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
@@ -130,8 +142,9 @@ def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
             raise MarkerError(f"@pytest.mark.gpu(compute_capability=...) must be like '8.0', not {_shown(cc)}")
         capability = (int(m.group(1)), int(m.group(2) or 0))
     framework = kwargs["framework"] if "framework" in kwargs else default_framework()
-    if framework not in FRAMEWORKS:
-        raise MarkerError(f"@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not {_shown(framework)}")
+    if framework is not None and (not isinstance(framework, str) or framework not in frameworks.available()):
+        names = " or ".join(f"{name!r}" for name in frameworks.available())
+        raise MarkerError(f"@pytest.mark.gpu(framework=...) must be {names} or None, not {_shown(framework)}")
     return Need(count, min_memory, capability, framework, "framework" in kwargs)
 
 
@@ -139,7 +152,7 @@ def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
 class Gpu:
     """A GPU as a test sees it (the ``gpus`` fixture)."""
 
-    #: TensorFlow's GPU:N in this test process (the CUDA ordinal for framework=None).
+    #: The framework's GPU:N in this test process (the CUDA ordinal for framework=None).
     index: int
     #: What ``tf.device`` takes: "/GPU:0".
     device: str
@@ -180,8 +193,8 @@ def _cc(major: Any, minor: Any) -> str | None:
     return f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None
 
 
-def machine_gpus(result: Result, framework: str | None = "tensorflow") -> tuple[Gpu, ...]:
-    """The GPUs of the diagnosed process: those TensorFlow registered (or the CUDA driver listed, for
+def machine_gpus(result: Result, framework: str | None = frameworks.DEFAULT) -> tuple[Gpu, ...]:
+    """The GPUs of the diagnosed process: those the framework registered (or the CUDA driver listed, for
     framework=None), with what the CUDA driver and NVML say of each, and what blocks each, if anything."""
     facts = result.facts
     if facts is None:
@@ -190,33 +203,31 @@ def machine_gpus(result: Result, framework: str | None = "tensorflow") -> tuple[
     by_ordinal = {d.ordinal: d for d in (cuda.devices if cuda is not None else ())}
     rows = device_map(facts)
     subject_of = {r.cuda_ordinal: f"GPU-{r.nvml_index}" for r in rows if r.cuda_ordinal is not None and r.nvml_index is not None}
-    layers = LAYERS[framework]
-    entries: list[tuple[int, int | None, dict[str, Any], tuple[int, int] | None]] = []
-    if framework == "tensorflow":
-        tf = facts_of(facts.framework)
-        if tf is None:
+    layers = layers_for(framework)
+    entries: list[tuple[int, int | None, str | None, tuple[int, int] | None]] = []
+    if framework is not None:
+        view = facts.frameworks.get(framework)
+        if view is None:
             return ()
-        ordinal_of = {i: r.cuda_ordinal for r in rows if r.tensorflow and (i := gpu_index(r.tensorflow)) is not None}
-        for n, dev in enumerate(tf.gpus):
-            # TensorFlow numbers the GPUs it registers in CUDA ordinal order (gpucheck.rules.devicemap).
-            entries.append((n, ordinal_of.get(n, n if n in by_ordinal else None), dev.details, dev.capability))
+        for n, g in enumerate(view.gpus):
+            # Where its unit cannot tell the ordinal, the framework's N is taken for CUDA's N (it numbers in order).
+            ordinal = g.cuda_ordinal if g.cuda_ordinal is not None else (n if n in by_ordinal else None)
+            entries.append((n, ordinal, g.name, g.capability))
     else:
-        entries = [(d.ordinal, d.ordinal, {}, None) for d in by_ordinal.values()]
+        entries = [(d.ordinal, d.ordinal, None, None) for d in by_ordinal.values()]
     out = []
-    for n, ordinal, details, cc in entries:
+    for n, ordinal, gpu_name, cc in entries:
         cuda_dev = by_ordinal.get(ordinal) if ordinal is not None else None
         capability = (
             _cc(*cc) if cc is not None else (_cc(cuda_dev.cc_major, cuda_dev.cc_minor) if cuda_dev is not None else None)
         )
         subject = subject_of.get(ordinal) if ordinal is not None else None
-        blocker = blocker_among(result.findings, layers, subject)
+        blocker = blocker_among(result.findings, layers, subject, framework)
         out.append(
             Gpu(
                 index=n,
                 device=f"/GPU:{n}",
-                name=details.get("device_name") if isinstance(details.get("device_name"), str) else (
-                    cuda_dev.name if cuda_dev else None
-                ),
+                name=gpu_name if gpu_name is not None else (cuda_dev.name if cuda_dev else None),
                 memory=cuda_dev.memory_total if cuda_dev is not None else None,
                 compute_capability=capability,
                 bus_id=cuda_dev.pci_bus_id if cuda_dev is not None else None,
@@ -234,19 +245,19 @@ class Machine:
     the facts are, handed to xdist workers as JSON by ``gpucheck.shared``)."""
 
     result: Result
-    #: "tensorflow" and "none" (framework=None).
+    #: Each diagnosed framework's ("tensorflow") and "none" (framework=None).
     gpus: Mapping[str, tuple[Gpu, ...]]
 
     @classmethod
     def of(cls, result: Result) -> Machine:
-        """No "tensorflow" entry where TensorFlow was not diagnosed (--gpucheck-framework=none)."""
+        """No entry for a framework this run did not diagnose (--gpucheck-framework=none)."""
         gpus = {"none": machine_gpus(result, None)}
-        if result.facts is not None and result.facts.framework is not None:
-            gpus["tensorflow"] = machine_gpus(result, "tensorflow")
+        for name in result.facts.frameworks if result.facts is not None else {}:
+            gpus[name] = machine_gpus(result, name)
         return cls(result, gpus)
 
     def gpus_for(self, framework: str | None) -> tuple[Gpu, ...]:
-        return self.gpus.get("tensorflow" if framework == "tensorflow" else "none", ())
+        return self.gpus.get(framework if framework is not None else "none", ())
 
 
 def for_worker(gpus: tuple[Gpu, ...], ordinals: tuple[int, ...] | None) -> tuple[Gpu, ...]:
@@ -285,20 +296,22 @@ class Answer:
 
 def machine_blocker(result: Result, framework: str | None) -> Finding | None:
     """What keeps every GPU from a marked test: the blocker of the lowest layer it needs, machine-wide."""
-    return blocker_among(result.findings, LAYERS[framework]) if result.complete else result.root_cause
+    return blocker_among(result.findings, layers_for(framework), framework=framework) if result.complete else result.root_cause
 
 
 def answer(machine: Machine, need: Need, ordinals: tuple[int, ...] | None = None, per_worker: int | None = None) -> Answer:
     """Whether a test that needs ``need`` runs here, on which GPUs, or why not (its reason leads with the
     root cause's id and summary). ``ordinals``: the GPUs this xdist worker was given (``for_worker``)."""
     result = machine.result
-    if need.framework == "tensorflow" and "tensorflow" not in machine.gpus and result.complete:
+    if need.framework is not None and need.framework not in machine.gpus and result.complete:
         if not need.framework_given:
             return answer(machine, replace(need, framework=None), ordinals, per_worker)
+        diagnosed = ",".join(name for name in machine.gpus if name != "none") or frameworks.NONE
         return Answer(
             False,
-            "TensorFlow was not diagnosed (--gpucheck-framework=none): only tests marked gpu(framework=None) can be "
-            "answered in this run",
+            f"{title(need.framework)} was not diagnosed (--gpucheck-framework={diagnosed}): only tests marked "
+            "gpu(framework=None)" + (f" or gpu(framework={diagnosed!r})" if diagnosed != frameworks.NONE else "")
+            + " can be answered in this run",
             None,
             (),
         )
@@ -314,7 +327,7 @@ def answer(machine: Machine, need: Need, ordinals: tuple[int, ...] | None = None
             blocked = next(g for g in gpus if g.blocked_by is not None)
             return Answer(False, f"no usable GPU — {blocked.blocked_by}", None, ())
         if blocker is None:
-            seen = "TensorFlow registered no GPU" if need.framework == "tensorflow" else "the CUDA driver lists no GPU"
+            seen = f"{title(need.framework)} registered no GPU" if need.framework is not None else "the CUDA driver lists no GPU"
             if ordinals is not None and everyone:
                 seen = f"this xdist worker was given none of the {len(everyone)} GPU(s) (--gpucheck-gpus-per-worker)"
             return Answer(False, f"no usable GPU — {seen}", None, ())

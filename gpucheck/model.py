@@ -150,6 +150,9 @@ class Finding:
     subject: str | None = None
     #: What a fleet's automation should do with the node (``ACTIONS``): the catalog's default, raised by evidence.
     action: str = NO_ACTION
+    #: The framework whose unit found it ("tensorflow"); None for the lower stack's. It blocks only that framework's
+    #: questions (``gpucheck.blocking``).
+    framework: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -164,6 +167,8 @@ class Finding:
         }
         if self.subject is not None:
             out["subject"] = self.subject
+        if self.framework is not None:
+            out["framework"] = self.framework
         return out
 
     @property

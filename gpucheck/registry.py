@@ -1,27 +1,68 @@
 """The registry: every unit, and what a run of given settings gathers from them.
 
 Adding a unit is its package (probes, facts, rules, checks, rendering, pytest side), its catalog ids
-(``data/catalog.json``) and one entry in ``UNITS``. A part of a unit (a probe, a step, a rule, a check
-file) belongs to a layer (``gpucheck.layers``); a run gathers the parts of the layers it checks.
+(``data/catalog.json``) and one entry in ``UNITS``; adding a framework is its package under
+``gpucheck.frameworks`` (a ``FRAMEWORK``), its catalog ids and one line in ``gpucheck.frameworks.BUILT_IN`` (or an
+entry point of another distribution). A part of a unit (a probe, a step, a rule, a check file) belongs to a layer
+(``gpucheck.layers``); a run gathers the parts of the layers it checks, and of a framework's units only where the
+run asks for that framework (--gpucheck-framework).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from gpucheck import cluster, performance, records, stack
-from gpucheck.facts import Facts
-from gpucheck.frameworks import tensorflow
+from gpucheck import cluster, frameworks, performance, records, stack
+from gpucheck.facts import Facts, FrameworkView
 from gpucheck.layers import by_name, checked
-from gpucheck.model import catalog
+from gpucheck.model import Finding, catalog
 from gpucheck.settings import Settings
-from gpucheck.unit import ChildProbe, Explain, InProcess, LayerRule, Step, Unit
+from gpucheck.unit import ChildProbe, Explain, Framework, InProcess, LayerRule, Step, Unit
 
+
+def _load(name: str, module: str) -> Framework:
+    """A framework unit's ``FRAMEWORK``: a module's attribute, or the object an entry point names."""
+    where, _, attribute = module.partition(":")
+    found = getattr(importlib.import_module(where), attribute or "FRAMEWORK", None)
+    if not isinstance(found, Framework) or found.name != name:
+        raise TypeError(f"{module} (framework {name!r}) is not a gpucheck.unit.Framework named {name!r}")
+    return found
+
+
+#: Every framework unit: the built-in ones, then those other distributions register (``gpucheck.frameworks``).
+FRAMEWORKS: tuple[Framework, ...] = tuple(_load(name, module) for name, module in frameworks.available().items())
 #: The lower stack's units, the frameworks' units, then the units of the layers a switch asks for.
-UNITS: tuple[Unit, ...] = (*stack.UNITS, *tensorflow.UNITS, records.UNIT, performance.UNIT, cluster.UNIT)
+UNITS: tuple[Unit, ...] = (
+    *stack.UNITS,
+    *(unit for framework in FRAMEWORKS for unit in framework.units),
+    records.UNIT,
+    performance.UNIT,
+    cluster.UNIT,
+)
+#: The framework each framework unit belongs to, by the unit's identity.
+_FRAMEWORK_OF: dict[int, str] = {id(unit): fw.name for fw in FRAMEWORKS for unit in fw.units}
+
+
+def framework_of(unit: Unit) -> str | None:
+    """The framework ``unit`` belongs to; None for a unit of the lower stack or a layer a switch asks for."""
+    return _FRAMEWORK_OF.get(id(unit))
+
+
+def _asked(unit: Unit, settings: Settings) -> bool:
+    name = framework_of(unit)
+    return name is None or name in settings.frameworks
+
+
+def not_asked(probe: ChildProbe, settings: Settings) -> str | None:
+    """Why a probe of a checked layer does not run here: it is a framework's that this run does not ask for."""
+    for unit in UNITS:
+        if probe in unit.probes and not _asked(unit, settings):
+            return f"--gpucheck-framework={settings.framework}"
+    return None
 #: The NVML reading, whose GPU list the per-GPU checks are parametrized by at collection.
 NVML_PROBE = stack.NVML_PROBE
 
@@ -30,8 +71,14 @@ def steps(settings: Settings) -> tuple[Step, ...]:
     """The steps of the layers this run checks, in registry order, whose child this run starts (none where the
     child's own layer is not checked: there is no such child)."""
     on = checked(settings)
-    children = {p.name for unit in UNITS for p in unit.probes if p.layer in on}
-    return tuple(step for unit in UNITS for step in unit.steps if step.layer in on and step.child in children)
+    children = {p.name for unit in UNITS if _asked(unit, settings) for p in unit.probes if p.layer in on}
+    return tuple(
+        step
+        for unit in UNITS
+        if _asked(unit, settings)
+        for step in unit.steps
+        if step.layer in on and step.child in children
+    )
 
 
 def steps_of(probe: ChildProbe, settings: Settings) -> tuple[Step, ...]:
@@ -48,26 +95,56 @@ def probes(settings: Settings) -> tuple[ChildProbe, ...]:
     out: list[ChildProbe] = []
     for p in staged:
         out.append(p)
-        out += [ChildProbe(s.key, s.layer, p.target, s.facts_cls, s.key, within=p.name) for s in steps_of(p, settings)]
+        out += [
+            ChildProbe(s.key, s.layer, p.target, s.facts_cls, s.key, within=p.name)
+            for s in steps_of(p, settings)
+            if s.facts_cls is not None
+        ]
     return tuple(out + [p for p in found if p not in staged])
 
 
 def measured_after(settings: Settings) -> tuple[ChildProbe, ...]:
     """The probes that run after the diagnosis, for the layers this run checks."""
     on = checked(settings)
-    return tuple(p for unit in UNITS for p in unit.after if p.layer in on)
+    return tuple(p for unit in UNITS if _asked(unit, settings) for p in unit.after if p.layer in on)
 
 
-def in_process() -> tuple[InProcess, ...]:
-    """The quick readings made in the pytest process, on every run (a set TF_CONFIG is validated always)."""
-    return tuple(r for unit in UNITS for r in unit.in_process)
+def in_process(settings: Settings) -> tuple[InProcess, ...]:
+    """The quick readings made in the pytest process, on every run (a set TF_CONFIG is validated always), and a
+    framework's where the run asks for it."""
+    return tuple(r for unit in UNITS if _asked(unit, settings) for r in unit.in_process)
 
 
 @cache
-def rules() -> tuple[LayerRule, ...]:
-    """Every rules entry point, bottom-up: by layer, then in registry order."""
+def rules() -> tuple[tuple[LayerRule, str | None], ...]:
+    """Every rules entry point with the framework whose unit it is (None: the lower stack's, a switch's), bottom-up:
+    by layer, then in registry order."""
     cat = catalog()
-    return tuple(sorted((r for unit in UNITS for r in unit.rules), key=lambda r: cat.layer_rank(r.layer)))
+    found = [(r, framework_of(unit)) for unit in UNITS for r in unit.rules]
+    return tuple(sorted(found, key=lambda pair: cat.layer_rank(pair[0].layer)))
+
+
+def findings(facts: Facts, settings: Settings) -> tuple[Finding, ...]:
+    """Every rule's findings, bottom-up; a framework's carry its name (``Finding.framework``): what they block is
+    that framework's questions, never another framework's."""
+    out: list[Finding] = []
+    for rule, framework in rules():
+        found = rule.rule(facts, settings)
+        out += [dataclasses.replace(f, framework=framework) for f in found] if framework is not None else found
+    return tuple(out)
+
+
+def with_views(facts: Facts, settings: Settings) -> Facts:
+    """``facts`` with what each framework this run asks for says of itself (``Facts.frameworks``)."""
+    views: dict[str, FrameworkView] = {}
+    for framework in FRAMEWORKS:
+        if framework.name in settings.frameworks and (view := framework.view(facts)) is not None:
+            views[framework.name] = view
+    return dataclasses.replace(facts, frameworks=views)
+
+
+def framework_named(name: str) -> Framework | None:
+    return next((fw for fw in FRAMEWORKS if fw.name == name), None)
 
 
 def explainers() -> tuple[Explain, ...]:
@@ -77,8 +154,12 @@ def explainers() -> tuple[Explain, ...]:
 
 def unit_fields() -> tuple[str, ...]:
     """The facts fields the units fill (``Facts.units``): every one present, None when not gathered."""
-    parts: list[Any] = [p for unit in UNITS for p in (*unit.in_process, *unit.probes, *unit.after)]
-    fields = [p.field for p in parts if p.field not in Facts.__dataclass_fields__]
+    fields: list[str] = []
+    for unit in UNITS:
+        fields += [r.field for r in unit.in_process] + [p.field for p in unit.probes]
+        fields += [s.key for s in unit.steps if s.facts_cls is not None]
+        fields += [p.field for p in unit.after]
+    fields = [f for f in fields if f not in Facts.__dataclass_fields__]
     return tuple(dict.fromkeys(fields))
 
 
@@ -96,6 +177,11 @@ def check_files(settings: Settings | None = None) -> tuple[str, ...]:
         for c in unit.checks
         if settings is None or by_name()[c.layer].asked is None or c.layer in on
     )
+
+
+def check_framework(path: str) -> str | None:
+    """The framework whose unit a check file is (its questions are that framework's), or None."""
+    return next((framework_of(unit) for unit in UNITS for c in unit.checks if c.path == path), None)
 
 
 def pytest_plugins(settings: Settings) -> list[tuple[str, type[Any]]]:

@@ -6,10 +6,10 @@ import json
 from importlib import resources
 from typing import Any
 
-from gpucheck import registry
-from gpucheck.blocking import independent_of
+from gpucheck import frameworks, registry
+from gpucheck.blocking import LayerState, independent_of
 from gpucheck.diagnosis import Result, environment
-from gpucheck.facts import Facts, facts_of
+from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, most_severe
 from gpucheck.reportfile import one_line, write_report
 from gpucheck.rules.devicemap import device_map_lines
@@ -101,19 +101,10 @@ def header_lines(result: Result) -> list[str]:
         parts.append(f"CUDA driver API {cf.driver_version // 1000}.{cf.driver_version % 1000 // 10}")
     elif cf is not None and not cf.library.loaded:
         parts.append(_not_loaded(cf.library.name, cf.library.error))
-    tf = facts_of(facts.framework)
-    if facts.framework is None:
-        parts.append("TensorFlow: not diagnosed (--gpucheck-framework=none)")
-    elif tf is not None and tf.importable:
-        bi = tf.build_info
-        build = (
-            f"CUDA {bi.get('cuda_version')}, cuDNN {bi.get('cudnn_version')}" if tf.is_cuda_build else "CPU-only build"
-        )
-        parts.append(f"TensorFlow {tf.version} ({build}) sees {len(tf.gpus)} GPU(s)")
-    elif tf is not None:
-        parts.append("TensorFlow: not importable")
-    else:
-        parts.append(f"TensorFlow probe: {facts.framework.exit.status}")
+    parts += [view.header for view in facts.frameworks.values()]
+    if not facts.frameworks:
+        default = registry.framework_named(frameworks.DEFAULT)
+        parts.append(f"{default.title if default else 'framework'}: not diagnosed (--gpucheck-framework=none)")
     lines = ["gpucheck: " + "; ".join(parts)]
     lines.extend(inventory_lines(facts))
     lines.extend(device_map_lines(facts))
@@ -177,6 +168,12 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
         out.append((f"{lead}: {f.id} ({f.layer}, {f.severity.value}): {f.summary}", {"yellow": True}))
     if result.facts is not None:
         out.extend((line, {}) for line in registry.summary_lines(result.facts))
+    if len(result.frameworks) > 1:
+        # Several frameworks: each one's own verdict (one's fault never blocks another's questions).
+        for fw in result.frameworks:
+            why = f" (root cause: {fw.root_cause.id})" if fw.root_cause is not None else ""
+            broken = [f"{s.layer} {s.state}" for s in fw.layers if s.state not in ("ok", "not checked")]
+            out.append((f"{fw.name}: {fw.verdict}{why}" + (f"; {', '.join(broken)}" if broken else ""), {}))
     markup = {"accelerated": {"green": True}, "degraded": {"yellow": True}}.get(result.verdict, {"red": True})
     out.append((f"verdict: {result.verdict}", {**markup, "bold": True}))
     action = node_action(result)
@@ -188,6 +185,10 @@ def summary_lines(result: Result) -> list[tuple[str, dict[str, bool]]]:
 def node_action(result: Result) -> str:
     """The most severe recommended action of the run's findings: what a fleet's automation should do with the node."""
     return most_severe(f.action for f in result.findings)
+
+
+def _layers_json(layers: tuple[LayerState, ...]) -> list[dict[str, Any]]:
+    return [{"layer": s.layer, "state": s.state, "finding_ids": list(s.finding_ids)} for s in layers]
 
 
 def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
@@ -207,7 +208,16 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
         ],
         "facts": result.facts_json(),
         "checks": checks,
-        "layers": [{"layer": s.layer, "state": s.state, "finding_ids": list(s.finding_ids)} for s in result.layers],
+        "layers": _layers_json(result.layers),
+        # Each framework asked for, as it sees the stack (its findings and the lower stack's): additive to the schema.
+        "frameworks": {
+            fw.name: {
+                "verdict": fw.verdict,
+                "root_cause": fw.root_cause.id if fw.root_cause is not None else None,
+                "layers": _layers_json(fw.layers),
+            }
+            for fw in result.frameworks
+        },
         "complete": result.complete,
         "settings": {name: {"value": getattr(settings, name.replace("-", "_")), "source": source}
                      for name, source in settings.sources},
@@ -229,11 +239,12 @@ def write_json(path: str, result: Result, checks: list[dict[str, Any]], settings
 
 def machine_info(result: Result) -> dict[str, Any]:
     """What a saved benchmark ran on (``machine_info["gpucheck"]``, DESIGN.md "Contract: performance"):
-    the driver, the CUDA driver API, the CUDA and cuDNN TensorFlow was built with, the CUDA runtime and
-    cuDNN the loader finds, TensorFlow, and the GPUs NVML lists (else the CUDA driver's). None where unknown."""
+    the driver, the CUDA driver API, what each diagnosed framework says (TensorFlow's: the CUDA and cuDNN it was
+    built with, the CUDA runtime and cuDNN the loader finds, its version), and the GPUs NVML lists (else the CUDA
+    driver's). None where unknown."""
     facts = result.facts
     info: dict[str, Any] = dict.fromkeys(
-        ("driver", "cuda_driver", "cuda_build", "cuda_loaded", "cudnn_build", "cudnn_loaded", "tensorflow"), None
+        ("driver", "cuda_driver", "cuda_build", "cuda_loaded", "cudnn_build", "cudnn_loaded", frameworks.DEFAULT), None
     )
     info["gpus"] = []
     if facts is None:
@@ -242,16 +253,9 @@ def machine_info(result: Result) -> dict[str, Any]:
     info["driver"] = facts.kernel.module_version or (nf.driver_version if nf is not None else None)
     api = cf.driver_version if cf is not None and cf.driver_version else (nf.cuda_driver_version if nf else None)
     info["cuda_driver"] = f"{api // 1000}.{api % 1000 // 10}" if api else None
-    tf = facts_of(facts.framework)
-    if tf is not None and tf.importable:
-        info["tensorflow"] = tf.version
-        if tf.is_cuda_build:
-            info["cuda_build"] = _text(tf.build_info.get("cuda_version"))
-            info["cudnn_build"] = _text(tf.build_info.get("cudnn_version"))
-    lf = facts_of(facts.libraries)
-    loaded = {lib.key: lib.version for lib in (lf.libraries if lf is not None else ()) if lib.loaded}
-    info["cuda_loaded"] = loaded.get("cudart")
-    info["cudnn_loaded"] = loaded.get("cudnn")
+    # Each diagnosed framework's own entries (the first's win where two name the same key).
+    for view in reversed(facts.frameworks.values()):
+        info.update(view.machine_info)
     if nf is not None and nf.gpus:
         info["gpus"] = [
             {

@@ -160,7 +160,7 @@ class GpucheckSession:
 
     def decide(self, item: pytest.Item, question: Question) -> Decision:
         """The decision on ``question`` for the check ``item``, recorded for the report and JUnit."""
-        decision = decide(self.result(), question, framework_none=self.settings.framework == "none")
+        decision = decide(self.result(), question, framework_none=not self.settings.frameworks)
         item.stash[DECISION] = decision
         if decision.blocked_by is not None:
             item.user_properties.append(("gpucheck.blocked_by", decision.blocked_by.id))
@@ -182,7 +182,10 @@ class GpucheckSession:
         if item.nodeid not in self._check_ids or not isinstance(question, Question):
             return
         params = getattr(getattr(item, "callspec", None), "params", {})
-        skip_at_setup(self.decide(item, replace(question, subject=params.get("gpu"))))
+        framework = registry.check_framework(
+            item.path.relative_to(PACKAGE_DIR).as_posix() if item.path.is_relative_to(PACKAGE_DIR) else str(item.path)
+        )
+        skip_at_setup(self.decide(item, replace(question, subject=params.get("gpu"), framework=framework)))
 
     @pytest.fixture
     def gpucheck_answer(self, request: pytest.FixtureRequest) -> Answer:

@@ -97,14 +97,19 @@ def parse_switch(text: str) -> bool:
     raise ValueError("must be one of 1, true, yes, on or 0, false, no, off")
 
 
-FRAMEWORKS = ("tensorflow", "none")
+#: What a run diagnoses unless told otherwise (``gpucheck.frameworks.DEFAULT``, which a test holds equal).
+DEFAULT_FRAMEWORK = "tensorflow"
 
 
 def parse_framework(text: str) -> str:
+    """``none``, or one or more frameworks' names (``gpucheck.frameworks.parse``). The default and ``none`` need no
+    registry: a run that leaves the option alone (every run of a suite that does not use gpucheck) loads none."""
     value = text.strip().lower()
-    if value not in FRAMEWORKS:
-        raise ValueError(f"must be one of {', '.join(FRAMEWORKS)}")
-    return value
+    if value in (DEFAULT_FRAMEWORK, "none"):
+        return value
+    from gpucheck import frameworks
+
+    return frameworks.parse(text)
 
 
 def parse_json_path(text: str) -> str:
@@ -249,9 +254,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "framework",
         parse_framework,
-        "tensorflow",
-        "the framework to diagnose: tensorflow, or none for the GPU stack alone (hardware, kernel, driver, "
-        "visibility, resources, health: a node's health without TensorFlow; default tensorflow)",
+        DEFAULT_FRAMEWORK,
+        "the framework to diagnose: tensorflow (or another registered framework unit, or several comma-separated), "
+        "or none for the GPU stack alone (hardware, kernel, driver, visibility, resources, health: a node's health "
+        "without a framework; default tensorflow)",
         "NAME",
     ),
     Option(
@@ -357,7 +363,8 @@ class Settings:
     expect_gpus: int | None = _default("expect-gpus")
     #: --gpucheck-expect-nvlink: bridge-capable cards must have their bridged links active.
     expect_nvlink: bool = _default("expect-nvlink")
-    #: "tensorflow", or "none" for the GPU stack alone (no framework probes: a node's health without TensorFlow).
+    #: --gpucheck-framework as parsed: "tensorflow", several comma-separated, or "none" for the GPU stack alone (no
+    #: framework probes: a node's health without a framework). ``frameworks`` lists them.
     framework: str = _default("framework")
     #: --gpucheck-deep: the slower, deeper probes too.
     deep: bool = _default("deep")
@@ -376,9 +383,16 @@ class Settings:
     #: --gpucheck-worker-memory: TensorFlow's per-GPU bound in each test process (absolute, as given).
     worker_memory: str | None = _default("worker-memory")
     #: Whether TF_CONFIG is set in the environment: its configuration is validated even without --gpucheck-cluster.
-    tf_config_set: bool = False
+    cluster_env_set: bool = False
     #: Where each value came from ("--gpucheck-timeout", "GPUCHECK_TIMEOUT", "ini gpucheck_timeout", "default").
     sources: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        """The frameworks this run diagnoses, by name (none with --gpucheck-framework=none)."""
+        from gpucheck import frameworks
+
+        return frameworks.asked(self.framework)
 
 
 #: Looks a setting up on the command line (``--gpucheck-X`` dest) or in the ini file (key): None when unset.
@@ -402,13 +416,13 @@ def resolve(
         except ValueError as exc:
             raise SettingError(f"{opt.flag} {exc} (got {raw!r} from {origin})") from None
         sources.append((opt.name, origin))
-    return Settings(**values, tf_config_set="TF_CONFIG" in env, sources=tuple(sources))
+    return Settings(**values, cluster_env_set="TF_CONFIG" in env, sources=tuple(sources))
 
 
 def conflicts(settings: Settings) -> list[str]:
     """Settings that cancel each other, each a sentence: the run goes on, without what cannot be done."""
     notes = []
-    if settings.benchmarks and settings.framework == "none":
+    if settings.benchmarks and not settings.frameworks:
         notes.append(
             "--gpucheck-benchmarks is ignored with --gpucheck-framework=none: the benchmarks run in TensorFlow, "
             "and this run starts none (the performance layer reads 'not checked')"

@@ -63,6 +63,7 @@ def _finding(data: Mapping[str, Any]) -> Finding:
         id=data["id"], severity=Severity(data["severity"]), layer=data["layer"], summary=data["summary"],
         cause=data["cause"], remedy=data["remedy"], evidence=dict(data.get("evidence") or {}),
         subject=data.get("subject"), action=data.get("action", NO_ACTION),
+        framework=data.get("framework") if isinstance(data.get("framework"), str) else None,
     )
 
 

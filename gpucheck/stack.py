@@ -9,7 +9,7 @@ pytest process by the diagnosis itself, before any child starts: they decide whi
 from __future__ import annotations
 
 from gpucheck.facts import CudaDriverFacts, NvmlFacts
-from gpucheck.rules import compat, devicemap, driver, host, nvml, visibility
+from gpucheck.rules import devicemap, driver, host, nvml, visibility
 from gpucheck.unit import CheckFile, ChildProbe, LayerRule, Unit
 
 CUDA_PROBE = ChildProbe("cuda", "driver", "gpucheck.probes.driver:probe_cuda_driver", CudaDriverFacts, "cuda")
@@ -40,5 +40,4 @@ UNITS: tuple[Unit, ...] = (
         not_checked=nvml.not_checked,
         checks=(CheckFile("visibility", "checks/checks_nvml.py"),),
     ),
-    Unit("compatibility", rules=(LayerRule("compatibility", compat.compat_rules),)),
 )

@@ -384,14 +384,20 @@ class SuitePlugin:
         return found
 
     def _gpus(self, request: pytest.FixtureRequest) -> tuple[Gpu, ...]:
-        from gpucheck import marker, shared
+        from gpucheck import frameworks, marker, shared
 
         found = self.answer_of(request.node)
         if found is not None and found.runs:
             return found.gpus
         mark = request.node.get_closest_marker(self.marker) if self.marker is not None else None
-        framework = marker.parse_need(mark.args, mark.kwargs).framework if mark is not None else "tensorflow"
-        every = marker.for_worker(self.machine().gpus_for(framework), shared.worker_ordinals(os.environ))
+        machine = self.machine()
+        if mark is not None:
+            framework = marker.parse_need(mark.args, mark.kwargs).framework
+        else:
+            # An unmarked test: the default framework's GPUs where it was diagnosed, else the driver's (a run with
+            # --gpucheck-framework=none still hands out the GPUs it found usable).
+            framework = frameworks.DEFAULT if frameworks.DEFAULT in machine.gpus else None
+        every = marker.for_worker(machine.gpus_for(framework), shared.worker_ordinals(os.environ))
         return tuple(g for g in every if g.usable)
 
     @pytest.fixture
@@ -409,17 +415,17 @@ class SuitePlugin:
     def tf_gpu_device(self, request: pytest.FixtureRequest) -> str:
         """The ``tf.device`` string of a usable GPU of this process ("/GPU:0"), or a skip with the cause. With
         --gpucheck-worker-memory, TensorFlow (imported here) is first given that memory_limit on each GPU."""
-        from gpucheck import marker
+        from gpucheck import frameworks, marker
         from gpucheck.reportfile import one_line
 
         item = request.node
         found = self.answer_of(item)
         mark = item.get_closest_marker(self.marker) if self.marker is not None else None
         need = marker.parse_need(mark.args, mark.kwargs) if mark is not None else marker.Need()
-        if found is not None and found.runs and need.framework != "tensorflow":
+        if found is not None and found.runs and need.framework != frameworks.DEFAULT:
             # Marked for the driver's GPUs (framework=None, or a bare marker where TensorFlow is not installed):
             # this fixture is TensorFlow's, and asks TensorFlow for the same GPUs (framework-missing, say).
-            found = self.answer(replace(need, framework="tensorflow", framework_given=True))
+            found = self.answer(replace(need, framework=frameworks.DEFAULT, framework_given=True))
             if not found.runs and self.settings().require:
                 pytest.fail(_require_text(found), pytrace=False)
         elif found is None:
@@ -431,7 +437,8 @@ class SuitePlugin:
         limit = self.settings().worker_memory
         if limit is not None and not self._bounded:
             self._bounded = True
-            _bound_tensorflow(_megabytes(limit))
+            for warning in _bound_memory(frameworks.DEFAULT, _megabytes(limit)):
+                warnings.warn(pytest.PytestWarning(f"gpucheck: --gpucheck-worker-memory {warning}"), stacklevel=2)
         return found.gpus[0].device
 
     # --- the end: the summary and the report, written once -------------------------------------------------
@@ -586,24 +593,13 @@ def _require_text(found: Answer) -> str:
     return f"--gpucheck-require: this machine cannot run this test: {text}"
 
 
-def _bound_tensorflow(megabytes: int) -> None:
-    """Each GPU TensorFlow lists gets a logical device of ``megabytes`` (``memory_limit``), as TensorFlow's
-    own tests bound theirs: set before TensorFlow sets up its GPUs, or a warning that says it came too late.
-    (TF_PER_DEVICE_MEMORY_LIMIT_MB, which TensorFlow's CI script exports, bounds each allocation TensorFlow 2.21
-    asks of the driver, not their total: docs/PITFALLS.md.)"""
-    import tensorflow as tf
+def _bound_memory(framework: str, megabytes: int) -> list[str]:
+    """Each GPU ``framework`` lists in this process gets ``megabytes`` (its unit's ``Framework.bound_memory``); what it
+    could not bound, each a sentence."""
+    from gpucheck import registry
 
-    for gpu in tf.config.list_physical_devices("GPU"):
-        try:
-            tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=megabytes)])
-        except RuntimeError as exc:
-            warnings.warn(
-                pytest.PytestWarning(
-                    f"gpucheck: --gpucheck-worker-memory not applied to {gpu.name}: TensorFlow had already set up its "
-                    f"GPUs in this process ({exc})"
-                ),
-                stacklevel=2,
-            )
+    found = registry.framework_named(framework)
+    return found.bound_memory(megabytes) if found is not None and found.bound_memory is not None else []
 
 
 def _megabytes(amount: str) -> int:

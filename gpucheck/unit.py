@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck.facts import Facts
+from gpucheck.facts import Facts, FrameworkView
 from gpucheck.model import Finding
 from gpucheck.settings import Settings
 
@@ -70,7 +70,8 @@ class Step:
     key: str
     layer: str
     target: str
-    facts_cls: type[Any]
+    #: None: a step whose facts the child folds into its own (the cluster child's collective, in its tasks' facts).
+    facts_cls: type[Any] | None
     child: str
 
 
@@ -134,3 +135,22 @@ class Unit:
         return frozenset(p.layer for p in parts)
 
 
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework unit (a package of ``gpucheck.frameworks``): its units, whose parts run only when a run asks
+    for it (--gpucheck-framework), and what it says of itself to the modules outside it (``view``)."""
+
+    #: Its name in --gpucheck-framework ("tensorflow"), and as people write it ("TensorFlow").
+    name: str
+    title: str
+    #: The module a program imports to use it, found without importing it (``importlib.util.find_spec``).
+    module: str
+    units: tuple[Unit, ...]
+    #: What it says of itself, from its facts (``FrameworkView``), where this run diagnosed it; None where it did not
+    #: (its facts fields are None). A probe that left no facts still has a view: its header says how it ended.
+    view: Callable[[Facts], FrameworkView | None]
+    #: Bound the memory of each GPU it lists in this process to so many MiB (--gpucheck-worker-memory, for the suite's
+    #: fixtures), before it sets them up; returns what it could not bound, each a sentence. None: it cannot.
+    bound_memory: Callable[[int], list[str]] | None = None

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpucheck.blocking import (
+    FRAMEWORK_BROKEN,
     QUESTION_ATTRIBUTE,
-    TENSORFLOW_BROKEN,
     Decision,
     LayerState,
     Question,
@@ -336,7 +336,7 @@ def test_a_benchmark_is_judged_on_its_own_findings_and_blocked_by_what_keeps_ops
     assert decide(diagnose(unfinished), gpu).faults == (unfinished,)
     # A question about no benchmark in particular takes them all.
     assert decide(diagnose(other, failed_other), Question("performance", gpu.ids)).faults == (other, failed_other)
-    cpu = Question("performance", gpu.ids, TENSORFLOW_BROKEN, instead=(), benchmark="test_matmul[CPU:0-float32]")
+    cpu = Question("performance", gpu.ids, FRAMEWORK_BROKEN, instead=(), benchmark="test_matmul[CPU:0-float32]")
     missing = make("framework-missing")
     assert decide(diagnose(missing), cpu) == Decision("skipped", "blocked by framework-missing", blocked_by=missing)
     assert decide(diagnose(make("libcuda-missing"), make("framework-cpu-only")), cpu) == Decision("passed")

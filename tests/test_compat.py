@@ -19,6 +19,8 @@ import pytest
 
 from gpucheck import knowledge
 from gpucheck.facts import CudaCall, CudaDevice, CudaDriverFacts, LibraryLoad
+from gpucheck.frameworks.tensorflow import view as tf_view
+from gpucheck.frameworks.tensorflow.rules import compat as tf_compat
 from gpucheck.rules import compat
 from gpucheck.settings import Settings
 
@@ -327,10 +329,14 @@ def test_device_map_joins_nvml_cuda_and_tensorflow_on_the_pci_bus_id() -> None:
     cuda = [NS(ordinal=0, name="Tesla T4", pci_bus_id="00000000:3B:00.0", cc_major=7, cc_minor=5),
             NS(ordinal=1, name="Tesla T4", pci_bus_id="00000000:D8:00.0", cc_major=7, cc_minor=5),
             NS(ordinal=2, name="Tesla M60", pci_bus_id="00000000:05:00.0", cc_major=5, cc_minor=2)]
-    tf = NS(gpus=[NS(name="/physical_device:GPU:0"), NS(name="/physical_device:GPU:1")],
+    tf = NS(gpus=[NS(name="/physical_device:GPU:0", details={}, capability=None),
+                  NS(name="/physical_device:GPU:1", details={}, capability=None)],
+            importable=True, version="2.21.0", is_cuda_build=True, list_devices_error=None,
             build_info={"cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"]})
-    facts = NS(cuda=NS(facts=NS(devices=cuda)), nvml=NS(facts=NS(gpus=nvml)), framework=NS(facts=tf), tf_setup=None)
-    rows = [(r.nvml_index, r.cuda_ordinal, r.tensorflow) for r in device_map(facts)]  # type: ignore[arg-type]
+    units = {"framework": NS(facts=tf), "tf_setup": None}
+    facts = NS(cuda=NS(facts=NS(devices=cuda)), nvml=NS(facts=NS(gpus=nvml)), unit=units.get)
+    facts.frameworks = {"tensorflow": tf_view.view(facts)}  # what TensorFlow's unit says of these facts
+    rows = [(r.nvml_index, r.cuda_ordinal, r.frameworks.get("tensorflow")) for r in device_map(facts)]  # type: ignore[arg-type]
     assert rows == [(0, 2, None), (1, 0, "GPU:0"), (2, 1, "GPU:1")]
     (line,) = device_map_lines(facts)  # type: ignore[arg-type]
     assert line.endswith("00000000:05:00.0 0/2/-, 00000000:3B:00.0 1/0/GPU:0, 00000000:D8:00.0 2/1/GPU:1")
@@ -357,8 +363,8 @@ def _compat_facts(driver: str, driver_cuda: int, cc: tuple[int, int]) -> Any:
         kernel=SimpleNamespace(module_version=driver),
         cuda=SimpleNamespace(facts=cuda),
         nvml=SimpleNamespace(facts=None),
-        libraries=None,
-        framework=SimpleNamespace(facts=tf),
+        units={"libraries": None, "framework": SimpleNamespace(facts=tf)},
+        unit=lambda name: {"framework": SimpleNamespace(facts=tf)}.get(name),
         environment={},
     )
 
@@ -366,12 +372,12 @@ def _compat_facts(driver: str, driver_cuda: int, cc: tuple[int, int]) -> Any:
 def test_minor_version_compatibility_is_not_driver_too_old() -> None:
     """Issue 12, defect 7: a 550 driver (CUDA 12.4) runs TensorFlow's CUDA 12.5.1 under minor version
     compatibility: a note with an id of its own, never driver-too-old, which fleets count as broken."""
-    found = compat.compat_rules(_compat_facts("550.54.15", 12040, (7, 5)), Settings())
+    found = tf_compat.compat_rules(_compat_facts("550.54.15", 12040, (7, 5)), Settings())
     assert [(f.id, f.severity.value) for f in found] == [("driver-minor-version-compat", "info")]
-    old = compat.compat_rules(_compat_facts("470.82.01", 11040, (7, 5)), Settings())
+    old = tf_compat.compat_rules(_compat_facts("470.82.01", 11040, (7, 5)), Settings())
     assert [(f.id, f.severity.value) for f in old] == [("driver-too-old", "blocker")]
     # PTX only (an H100 under this build) on the same driver: it cannot JIT-compile CUDA 12.5 PTX.
-    ptx = compat.compat_rules(_compat_facts("550.54.15", 12040, (9, 0)), Settings())
+    ptx = tf_compat.compat_rules(_compat_facts("550.54.15", 12040, (9, 0)), Settings())
     assert [(f.id, f.severity.value) for f in ptx] == [("driver-too-old", "blocker")]
 
 
@@ -381,7 +387,7 @@ def test_every_info_finding_of_compat_has_an_id_of_its_own() -> None:
              ("555.42.06", 12050, (7, 5)), ("555.42.06", 12050, (9, 0))]
     seen: dict[str, set[str]] = {}
     for driver, cuda, cc in cases:
-        for f in compat.compat_rules(_compat_facts(driver, cuda, cc), Settings()):
+        for f in tf_compat.compat_rules(_compat_facts(driver, cuda, cc), Settings()):
             seen.setdefault(f.id, set()).add(f.severity.value)
     assert seen["driver-too-old"] == {"blocker"}
     assert seen["driver-minor-version-compat"] == {"info"}

@@ -69,7 +69,7 @@ def test_a_probe_that_could_not_start_blocks_every_other_question() -> None:
 
 
 def test_needs_tensorflow_reads_the_questions() -> None:
-    assert needs_tensorflow(question_of("checks_stack.py::test_tensorflow_registers_gpus"))
+    assert needs_tensorflow(question_of("checks_framework.py::test_tensorflow_registers_gpus"))
     assert needs_tensorflow(question_of("checks_libraries.py::test_cudnn_loads"))
     assert needs_tensorflow(question_of("checks_memory.py::test_memory_settings_apply"))  # a resource needing TF
     assert not needs_tensorflow(question_of("checks_stack.py::test_nvidia_gpu_on_pci_bus"))
@@ -85,7 +85,7 @@ def test_one_red_line_refuses_a_consequence_and_takes_an_independent_fault() -> 
     consequence = {"id": "placement-failed", "layer": "placement", "severity": "blocker", "independent_of_root_cause": False}
     # NVML's health reading does not need TensorFlow: independent of a framework root cause.
     independent = {"id": "ecc-errors", "layer": "health", "severity": "degraded", "independent_of_root_cause": True}
-    own = {"nodeid": "checks_stack.py::test_tensorflow_is_cuda_build", "outcome": "failed", "finding_ids": ["framework-cpu-only"]}
+    own = {"nodeid": "checks_framework.py::test_tensorflow_is_cuda_build", "outcome": "failed", "finding_ids": ["framework-cpu-only"]}
     second = {"nodeid": "checks_placement.py::test_ops_run_on_gpu", "outcome": "failed", "finding_ids": ["placement-failed"]}
     health = {"nodeid": "checks_nvml.py::test_memory_healthy[GPU-0]", "outcome": "failed", "finding_ids": ["ecc-errors"]}
     assert_one_red_line(_report([rc, consequence, independent], [own, health]))

@@ -48,8 +48,14 @@ FLOORS: dict[str, int] = {
     "gpucheck.performance": 3,
     "gpucheck.cluster": 3,
     "gpucheck.records": 3,
-    # the frameworks' units, a package each: its probes, steps and rules on floor 2, the unit on 3, its checks on 8
-    "gpucheck.frameworks": 3,
+    # the frameworks: their names on floor 0 (the settings check --gpucheck-framework against them); a unit each, a
+    # package: its facts on 0, its probes, steps, rules and view on 2, the unit itself on 3, its checks on 8
+    "gpucheck.frameworks": 0,
+    "gpucheck.frameworks.tensorflow": 3,
+    "gpucheck.frameworks.tensorflow.facts": 0,
+    "gpucheck.frameworks.tensorflow.view": 2,
+    "gpucheck.frameworks.tensorflow.process": 2,
+    "gpucheck.frameworks.tensorflow.collective": 3,
     "gpucheck.frameworks.tensorflow.child": 2,
     "gpucheck.frameworks.tensorflow.setup": 2,
     "gpucheck.frameworks.tensorflow.common": 2,
@@ -65,6 +71,8 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.tensorflow.rules": 2,
     "gpucheck.frameworks.tensorflow.checks_placement": 8,
     "gpucheck.frameworks.tensorflow.checks_memory": 8,
+    "gpucheck.frameworks.tensorflow.checks_framework": 8,
+    "gpucheck.frameworks.tensorflow.checks_libraries": 8,
     # 4: the registry of units
     "gpucheck.registry": 4,
     # 5: the diagnosis (probes run, rules applied); 6: its rendering and the commands' own modules
@@ -105,7 +113,13 @@ UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records",
 FRAMEWORK_UNITS = tuple(u for u in UNIT_PACKAGES if u.startswith("gpucheck.frameworks."))
 #: What a framework unit may import of the units it measures for: their contracts with whoever measures (the
 #: facts it fills, the plan it is handed, the cluster configuration it runs), never their rules or rendering.
-CONTRACTS = ("gpucheck.performance.facts", "gpucheck.performance.plan", "gpucheck.cluster.config", "gpucheck.cluster.facts")
+CONTRACTS = (
+    "gpucheck.performance.facts",
+    "gpucheck.performance.plan",
+    "gpucheck.cluster.config",
+    "gpucheck.cluster.facts",
+    "gpucheck.cluster.collective",
+)
 #: Modules that may import pytest: the plugin and what it registers.
 PYTEST_MODULES = (
     "gpucheck.plugin", "gpucheck.suite", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",

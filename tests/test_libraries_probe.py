@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucheck.facts import CudaLibrary, SearchDir
 from gpucheck.frameworks.tensorflow import libraries as probe
+from gpucheck.frameworks.tensorflow.facts import CudaLibrary, SearchDir
 from gpucheck.frameworks.tensorflow.rules.libraries import missing_dependency
 
 

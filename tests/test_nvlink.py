@@ -286,7 +286,7 @@ def test_scaling_findings_name_the_degraded_nvlinks_as_their_explanation() -> No
     pf = PerformanceFacts("2.21.0", ("/GPU:0", "/GPU:1"), (run(1, 1.0), run(2, 1.1)), finished=True)
     outcome = SimpleNamespace(facts=pf, exit=None)
     facts: Any = SimpleNamespace(
-        nvml=SimpleNamespace(facts=nf), cuda=SimpleNamespace(facts=None), framework=None, tf_setup=None,
+        nvml=SimpleNamespace(facts=nf), cuda=SimpleNamespace(facts=None), frameworks={},
         hardware=None, kernel=SimpleNamespace(nvlink_disabled=False), units={FIELD: outcome},
         unit=lambda name: {FIELD: outcome}.get(name),
     )

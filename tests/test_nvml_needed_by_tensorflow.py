@@ -9,7 +9,6 @@ raised, a failed cuInit, a driver of an older CUDA major, a library TensorFlow d
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -18,19 +17,18 @@ from gpucheck.facts import (
     ChildExit,
     CudaCall,
     CudaDriverFacts,
-    CudaLibrary,
     Facts,
-    FrameworkFacts,
     HardwareFacts,
     KernelFacts,
-    LibrariesFacts,
     LibraryLoad,
     NvmlFacts,
     ProbeOutcome,
     VisibilityFacts,
 )
+from gpucheck.frameworks.tensorflow.facts import CudaLibrary, FrameworkFacts, LibrariesFacts
 from gpucheck.rules.driver import driver_rules
 from gpucheck.settings import Settings
+from tests.factsbuild import make_facts, replace_facts
 
 OK_EXIT = ChildExit("ok", 0, None, 1.0, (), "write facts", None)
 LIBCUDA = LibraryLoad("libcuda.so.1", True, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", None)
@@ -59,7 +57,7 @@ def machine(
         None, tf_version, {}, None, True, {}, (), (_library("libcudart.so.12", cudart_loads), _library("libcudnn.so.9")),
         None, None, None,
     )
-    return Facts(
+    return make_facts(
         hardware=HardwareFacts("/sys/bus/pci/devices", True, None, 6, False, (), ()),
         kernel=KernelFacts("/proc/driver/nvidia/version", None, "550.54.15", None, (), True, ()),
         visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
@@ -80,7 +78,7 @@ def nvml_finding(facts: Facts, monkeypatch: pytest.MonkeyPatch, capabilities: st
     """The rule reads the environment as a fact (``Facts.environment``), never ``os.environ``: the process's
     own variable is set to something else to show it."""
     monkeypatch.setenv("NVIDIA_DRIVER_CAPABILITIES", "compute")
-    facts = dataclasses.replace(facts, environment={"NVIDIA_DRIVER_CAPABILITIES": capabilities})
+    facts = replace_facts(facts, environment={"NVIDIA_DRIVER_CAPABILITIES": capabilities})
     return next((f for f in driver_rules(facts, Settings()) if f.id == "nvml-missing"), None)
 
 

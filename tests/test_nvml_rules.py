@@ -205,7 +205,7 @@ def test_framework_gpus_prefers_what_cuda_enumerates_over_nvml() -> None:
     dev = CudaDevice(0, "NVIDIA A100 80GB PCIe", 8, 0, 80 * GiB, "00000000:11:00.0", None, None)
     cuda = CudaDriverFacts(nf.library, CudaCall("cuInit", 0, "CUDA_SUCCESS", None), 12040, 1, devices=(dev,))
     facts: Any = SimpleNamespace(
-        nvml=SimpleNamespace(facts=nf), cuda=SimpleNamespace(facts=cuda), framework=None, tf_setup=None
+        nvml=SimpleNamespace(facts=nf), cuda=SimpleNamespace(facts=cuda), frameworks={}
     )
     assert nvml.framework_gpus(facts) == (frozenset({1}), "the GPUs the CUDA driver enumerates (CUDA_VISIBLE_DEVICES applied)")
     facts.cuda = SimpleNamespace(facts=None)

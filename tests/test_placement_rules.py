@@ -19,29 +19,31 @@ from gpucheck.facts import (
     ChildExit,
     CudaDriverFacts,
     Facts,
+    HardwareFacts,
+    KernelFacts,
+    LibraryLoad,
+    NvmlFacts,
+    NvmlGpu,
+    NvmlProcess,
+    ProbeOutcome,
+    VisibilityFacts,
+)
+from gpucheck.frameworks.tensorflow.facts import (
     FallbackOp,
     FrameworkFacts,
     GpuMemory,
     GpuMemoryFacts,
-    HardwareFacts,
-    KernelFacts,
-    LibraryLoad,
     MemoryConfigFacts,
     MultiDeviceFacts,
     MultiDeviceRun,
     NumericCheck,
     NumericsFacts,
-    NvmlFacts,
-    NvmlGpu,
-    NvmlProcess,
     OpRun,
     PlacementFacts,
-    ProbeOutcome,
     TfDevice,
     TfSetupFacts,
     TrainingStepFacts,
     TrainingStepPlacement,
-    VisibilityFacts,
     XlaFacts,
     XlaRun,
 )
@@ -52,6 +54,7 @@ from gpucheck.model import Finding
 from gpucheck.pci import pci_key
 from gpucheck.protocol import DIE_WITH_PARENT_ENV, quiet
 from gpucheck.settings import Settings
+from tests.factsbuild import make_facts, replace_facts
 
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -81,7 +84,7 @@ MALLOC_ASYNC_FATAL = (
 def base_facts(**overrides: Any) -> Facts:
     """A machine whose lower layers are fine; the placement facts are what each test gives."""
     lib = LibraryLoad("libcuda.so.1", True, "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15", None)
-    facts = Facts(
+    facts = make_facts(
         hardware=HardwareFacts("/sys/bus/pci/devices", True, None, 6, False, (), ()),
         kernel=KernelFacts("/proc/driver/nvidia/version", None, "550.54.15", None, (), True, ()),
         visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
@@ -91,7 +94,7 @@ def base_facts(**overrides: Any) -> Facts:
             "framework", OK_EXIT, FrameworkFacts(True, None, "2.21.0", None, {}, True, (), (), None)
         ),
     )
-    return Facts(**{**{f: getattr(facts, f) for f in facts.__dataclass_fields__}, **overrides})
+    return replace_facts(facts, **overrides)
 
 
 @dataclasses.dataclass(frozen=True)

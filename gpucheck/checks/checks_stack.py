@@ -71,31 +71,19 @@ def test_cuda_initialises(gpucheck_answer: Answer) -> None:
     gpucheck_answer.check()
 
 
+@asks("driver", ("forward-compat-unsupported",), blocked_by_ids=("libcuda-missing",))
+def test_forward_compat_usable(gpucheck_answer: Answer) -> None:
+    """If a CUDA forward-compatibility package is loaded, does this GPU accept it (cuInit not 804)?"""
+    gpucheck_answer.check()
+
+
 @asks("visibility", ("devices-hidden-by-env", "gpu-lost"))
 def test_visible_devices_env(gpucheck_answer: Answer) -> None:
     """Do CUDA_VISIBLE_DEVICES and friends let this process see the GPUs?"""
     gpucheck_answer.check()
 
 
-@asks("compatibility", ("driver-too-old", "driver-minor-version-compat"))
-def test_driver_new_enough(gpucheck_answer: Answer) -> None:
-    """Is the driver new enough for the CUDA that the libraries were built with?"""
-    gpucheck_answer.check()
-
-
-@asks("framework", ("framework-missing",))
-def test_tensorflow_importable(gpucheck_answer: Answer) -> None:
-    """Can TensorFlow be imported?"""
-    gpucheck_answer.check()
-
-
-@asks("framework", ("framework-cpu-only",), blocked_by_ids=("framework-missing",))
-def test_tensorflow_is_cuda_build(gpucheck_answer: Answer) -> None:
-    """Is the installed TensorFlow a CUDA build?"""
-    gpucheck_answer.check()
-
-
-@asks("framework", ("framework-gpu-init-failed", "framework-crashed", "framework-hung"), blocked_by_ids=("framework-missing", "framework-cpu-only"))
-def test_tensorflow_registers_gpus(gpucheck_answer: Answer) -> None:
-    """Does TensorFlow register the GPUs (without crashing or hanging)?"""
+@asks("visibility", ("device-order-differs",))
+def test_gpu_numbering_matches_nvidia_smi(gpucheck_answer: Answer) -> None:
+    """Is nvidia-smi's GPU N also CUDA's device N and TensorFlow's GPU:N? (informational: the map is in the report)"""
     gpucheck_answer.check()

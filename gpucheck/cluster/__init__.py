@@ -8,7 +8,6 @@ from collections.abc import Mapping
 
 from gpucheck.cluster import report, rules
 from gpucheck.cluster.config import (
-    CLUSTER_COLLECTIVE_ENV,
     CLUSTER_ENVIRONMENT_KEYS,
     CLUSTER_SPEC_ENV,
     CLUSTER_WAIT_ENV,
@@ -30,7 +29,7 @@ def _not_wanted(pre: PreStart) -> str | None:
         return "--gpucheck-cluster was not given"
     if config.blocking():
         return "the cluster configuration is invalid"
-    if pre.settings.framework == "none" and config.source == "local":
+    if not pre.settings.frameworks and config.source == "local":
         return "--gpucheck-framework=none: the local:N tasks are TensorFlow's"
     return None
 
@@ -39,8 +38,6 @@ def _child_env(settings: Settings) -> dict[str, str]:
     return {
         CLUSTER_SPEC_ENV: settings.cluster or "",
         CLUSTER_WAIT_ENV: f"{settings.cluster_timeout:g}",
-        # With --gpucheck-framework=none the peers are still reached (a node's network needs no TensorFlow).
-        CLUSTER_COLLECTIVE_ENV: "0" if settings.framework == "none" else "1",
     }
 
 

@@ -8,7 +8,7 @@ collective needs TensorFlow itself, not the GPUs (it runs on the CPU devices).
 
 from __future__ import annotations
 
-from gpucheck.blocking import TENSORFLOW_BROKEN, asks
+from gpucheck.blocking import FRAMEWORK_BROKEN, asks
 from gpucheck.session import Answer
 
 CONFIG = ("cluster-config-invalid", "cluster-config-note")
@@ -31,7 +31,7 @@ def test_cluster_peers_reachable(gpucheck_answer: Answer) -> None:
     gpucheck_answer.check()
 
 
-@asks("cluster", COLLECTIVE, blocked_by_ids=CONFIG + PEERS + TENSORFLOW_BROKEN, instead=())
+@asks("cluster", COLLECTIVE, blocked_by_ids=CONFIG + PEERS + FRAMEWORK_BROKEN, instead=())
 def test_cluster_collective(gpucheck_answer: Answer) -> None:
     """Does a real all-reduce across the workers (MultiWorkerMirroredStrategy over gRPC) give the right sum,
     or, with a ps job, do the ParameterServerStrategy steps run on the workers with the variable on the ps?"""

@@ -40,8 +40,6 @@ CLUSTER_WAIT_ENV = "GPUCHECK_CLUSTER_WAIT"
 
 #: The cluster child's probe (the unit's ChildProbe, and each local:N task's own child).
 PROBE_TARGET = "gpucheck.cluster.probe:probe_cluster"
-#: "0": the cluster child reaches the peers and stops there (--gpucheck-framework=none: no TensorFlow).
-CLUSTER_COLLECTIVE_ENV = "GPUCHECK_CLUSTER_COLLECTIVE"
 
 #: The variables this reads (recorded as facts, ``Unit.environment_keys``).
 CLUSTER_ENVIRONMENT_KEYS = (
@@ -527,6 +525,11 @@ def own_address(config: ClusterConfigFacts) -> str | None:
     if job is None or not 0 <= config.task_index < len(job.addresses):
         return None
     return job.addresses[config.task_index]
+
+
+def task_environment(jobs: tuple[ClusterJob, ...], task_type: str, index: int) -> dict[str, str]:
+    """The variables that tell a ``local:N`` task's cluster child its place in ``jobs`` (a TF_CONFIG, read as such)."""
+    return {"TF_CONFIG": tf_config_for(jobs, task_type, index), CLUSTER_SPEC_ENV: "tf_config"}
 
 
 def tf_config_for(jobs: tuple[ClusterJob, ...], task_type: str, index: int) -> str:

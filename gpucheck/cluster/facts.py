@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from gpucheck.facts import Facts, ProbeOutcome
@@ -128,6 +128,10 @@ class TaskFacts:
     #: How the process of a ``local:N`` task ended ("ok", "crashed", "timeout"), with its last output lines.
     exit_status: str | None = None
     exit_detail: tuple[str, ...] = ()
+
+    def joined(self, version: str, strategy: str) -> TaskFacts:
+        """This task once the framework's collective joined the cluster: its version and strategy."""
+        return replace(self, tensorflow=version, strategy=strategy, stage="collective")
 
 
 @dataclass(frozen=True)

@@ -30,46 +30,39 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from gpucheck.cluster.collective import COLLECTIVE_STEP, CONNECT_S, RETRY_S, Collective
 from gpucheck.cluster.config import (
-    CLUSTER_COLLECTIVE_ENV,
     CLUSTER_SPEC_ENV,
     CLUSTER_WAIT_ENV,
-    MWMS,
     PROBE_TARGET,
     PSS,
     own_address,
     read_config,
     split_address,
-    tf_config_for,
+    task_environment,
 )
-from gpucheck.cluster.facts import ClusterConfigFacts, ClusterFacts, ClusterJob, CollectiveRun, PeerReach, TaskFacts
+from gpucheck.cluster.facts import ClusterConfigFacts, ClusterFacts, ClusterJob, PeerReach, TaskFacts
 from gpucheck.facts import from_json, to_json
 from gpucheck.isolation import ChildRunner
 from gpucheck.protocol import (
     TIMEOUT_ENV,
     Checkpoint,
+    load_target,
     seconds_from_env,
     stage,
+    steps_from_env,
     timeout_from_env,
 )
 
-#: How often a peer that refused is tried again, and the longest one connect or DNS lookup may take.
-RETRY_S = 0.25
-CONNECT_S = 2.0
+#: The longest one DNS lookup may take.
 DNS_S = 5.0
-#: The all-reduces: a tiny one for latency, a large one for bandwidth (float32 elements), and their rounds.
-SMALL_ELEMENTS = 4
-LARGE_ELEMENTS = 1 << 20
-LATENCY_ROUNDS = 20
-BANDWIDTH_ROUNDS = 5
 #: What a worker or ps leaves before the parent's timeout, to write its facts.
 SERVE_MARGIN_S = 3.0
 #: What a local:N task gets beyond the wait: TensorFlow's import and set-up.
@@ -85,9 +78,17 @@ def probe_cluster() -> Iterator[Checkpoint]:
     if config.source == "local":
         yield from _local(config, wait)
         return
-    collective = os.environ.get(CLUSTER_COLLECTIVE_ENV) != "0"
+    collective = _collective()
     for task, budget in run_task(config, wait, collective):
-        yield Checkpoint(to_json(ClusterFacts("task", (task,), wait, collective=collective)), budget)
+        yield Checkpoint(to_json(ClusterFacts("task", (task,), wait, collective=collective is not None)), budget)
+
+
+def _collective() -> Collective | None:
+    """The framework's collective, where the run lists one (a framework unit's ``collective`` step of this child):
+    none with --gpucheck-framework=none, where the peers are still reached (a node's network needs no framework)."""
+    target = dict(steps_from_env()).get(COLLECTIVE_STEP)
+    make = load_target(target) if target is not None else None
+    return make() if make is not None else None
 
 
 # --- one task -------------------------------------------------------------------------------------------
@@ -98,7 +99,9 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:600]}"
 
 
-def run_task(config: ClusterConfigFacts, wait: float, collective: bool = True) -> Iterator[tuple[TaskFacts, float | None]]:
+def run_task(
+    config: ClusterConfigFacts, wait: float, collective: Collective | None
+) -> Iterator[tuple[TaskFacts, float | None]]:
     """This machine's task: its facts after each step, with the time the next step may take.
 
     The peers are reached before TensorFlow starts, with a plain listener on this task's port meanwhile
@@ -141,7 +144,7 @@ def run_task(config: ClusterConfigFacts, wait: float, collective: bool = True) -
     finally:
         listener.close()
     task = replace(task, peers=peers, stage="peers")
-    if role == "evaluator" or not collective or any(p.state != "reachable" for p in peers):
+    if role == "evaluator" or collective is None or any(p.state != "reachable" for p in peers):
         if role == "evaluator":
             task = replace(task, stage="done", error="an evaluator takes no part in the collective")
         yield task, None
@@ -149,15 +152,15 @@ def run_task(config: ClusterConfigFacts, wait: float, collective: bool = True) -
     yield replace(task, stage="strategy"), None
     stage("strategy")
     try:
-        tf_version, strategy = _start_tensorflow(config, role, deadline)
-    except Exception as exc:  # noqa: BLE001 - what TensorFlow raised is the fact
+        version, strategy = collective.start(config, role, deadline)
+    except Exception as exc:  # noqa: BLE001 - what the framework raised is the fact
         yield replace(task, stage="strategy", error=_error_text(exc)), None
         return
-    task = replace(task, tensorflow=tf_version, strategy=_strategy_name(role), stage="collective")
+    task = task.joined(version, collective.strategy_name(role))
     yield task, None
     stage("collective")
     try:
-        run = _role_work(role, strategy, config, hard_deadline)
+        run = collective.work(role, strategy, config, hard_deadline)
     except Exception as exc:  # noqa: BLE001
         yield replace(task, error=_error_text(exc)), None
         return
@@ -249,10 +252,6 @@ def _role(config: ClusterConfigFacts) -> str:
     if config.strategy == PSS:
         return "coordinator" if config.task_type == "chief" else "server"
     return "collective"
-
-
-def _strategy_name(role: str) -> str:
-    return {"coordinator": PSS, "server": "tf.distribute.Server", "collective": MWMS}.get(role, role)
 
 
 def _peers(config: ClusterConfigFacts) -> list[tuple[str, int, str]]:
@@ -418,158 +417,6 @@ def reach(job: str, index: int, address: str, deadline: float, hello: bytes = b"
         time.sleep(RETRY_S)
 
 
-# --- TensorFlow ----------------------------------------------------------------------------------------
-
-
-def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) -> tuple[str, Any]:
-    """Import TensorFlow and join the cluster as ``role``: (TensorFlow's version, the strategy or server)."""
-    # Read as TensorFlow reads it: TF_CONFIG through TFConfigClusterResolver (the cluster of a Slurm step or
-    # of --gpucheck-cluster=JSON is handed over as a TF_CONFIG).
-    os.environ["TF_CONFIG"] = tf_config_for(config.jobs, config.task_type or "", config.task_index or 0)
-    import tensorflow as tf
-
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    if role == "collective":
-        options = tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING,
-            timeout_seconds=max(deadline - time.monotonic(), 1.0),
-        )
-        strategy: Any = tf.distribute.MultiWorkerMirroredStrategy(
-            cluster_resolver=resolver, communication_options=options
-        )
-    elif role == "coordinator":
-        strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-    else:
-        strategy = tf.distribute.Server(
-            resolver.cluster_spec(),
-            job_name=config.task_type,
-            task_index=config.task_index,
-            protocol=resolver.rpc_layer or "grpc",
-            start=True,
-        )
-    return str(tf.__version__), strategy
-
-
-def _role_work(role: str, strategy: Any, config: ClusterConfigFacts, deadline: float) -> CollectiveRun | None:
-    if role == "collective":
-        return all_reduce(strategy)
-    if role == "coordinator":
-        return parameter_server_smoke_test(strategy, config)
-    _serve_until_chief_done(config, deadline)
-    return None
-
-
-def all_reduce(strategy: Any) -> CollectiveRun:
-    """Each replica contributes ``replica id + 1``: every element of the sum is n(n+1)/2."""
-    import tensorflow as tf
-
-    n = int(strategy.num_replicas_in_sync)
-
-    def program(elements: int) -> Callable[[], Any]:
-        def step() -> Any:
-            ctx = tf.distribute.get_replica_context()
-            value = tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32)
-            return ctx.all_reduce("sum", tf.fill([elements], value))
-
-        fn = tf.function(lambda: strategy.run(step))
-        return lambda: strategy.experimental_local_results(fn())[0].numpy()
-
-    expected = n * (n + 1) / 2
-    small = program(SMALL_ELEMENTS)
-    first = small()
-    got = tuple(float(x) for x in first[:SMALL_ELEMENTS])
-    correct = all(x == expected for x in got)
-    if not correct:
-        return CollectiveRun("all-reduce", n, expected, got, False)
-    lat = _rounds(small, LATENCY_ROUNDS)
-    large = program(LARGE_ELEMENTS)
-    out = large()
-    correct = bool((out == expected).all())
-    big = _rounds(large, BANDWIDTH_ROUNDS)
-    nbytes = LARGE_ELEMENTS * 4
-    seconds = statistics.median(big)
-    algbw = nbytes / seconds / 1e9
-    return CollectiveRun(
-        "all-reduce",
-        n,
-        expected,
-        got if correct else tuple(float(x) for x in out[:SMALL_ELEMENTS]),
-        correct,
-        latency_s=statistics.median(lat),
-        latency_rounds=tuple(lat),
-        bytes=nbytes,
-        seconds=seconds,
-        algbw_gbps=algbw,
-        busbw_gbps=algbw * 2 * (n - 1) / n if n > 1 else algbw,
-    )
-
-
-def _rounds(fn: Callable[[], Any], count: int) -> list[float]:
-    out = []
-    for _ in range(count):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def parameter_server_smoke_test(strategy: Any, config: ClusterConfigFacts) -> CollectiveRun:
-    """The ps/worker example of distributed TensorFlow: a variable on the ps, two steps per worker scheduled
-    by the coordinator, then an op run on each worker directly (the coordinator may give every step to one)."""
-    import tensorflow as tf
-
-    workers = next((len(j.addresses) for j in config.jobs if j.name == "worker"), 0)
-    coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    with strategy.scope():
-        total = tf.Variable(0.0)
-
-    @tf.function  # type: ignore[untyped-decorator]
-    def step() -> Any:
-        total.assign_add(1.0)
-        return tf.constant(1.0)
-
-    steps = 2 * workers
-    for _ in range(steps):
-        coordinator.schedule(step)
-    coordinator.join()
-    stepped = []
-    for i in range(workers):
-        with tf.device(f"/job:worker/replica:0/task:{i}/device:CPU:0"):
-            if float((tf.constant(float(i + 1)) * 2.0).numpy()) == 2.0 * (i + 1):
-                stepped.append(f"worker:{i}")
-    value = float(total.numpy())
-    return CollectiveRun(
-        "parameter-server",
-        workers,
-        float(steps),
-        (value,),
-        value == steps and len(stepped) == workers,
-        variable_devices=(str(total.device),),
-        workers_stepped=tuple(stepped),
-    )
-
-
-def _serve_until_chief_done(config: ClusterConfigFacts, deadline: float) -> None:
-    """A worker or ps of a parameter-server cluster serves the chief; done once the chief has come and gone
-    (its port closes when its process ends)."""
-    chief = next((j.addresses[0] for j in config.jobs if j.name == "chief" and j.addresses), None)
-    parsed = split_address(chief) if chief else "no chief"
-    if isinstance(parsed, str):
-        return
-    seen = False
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(parsed, timeout=CONNECT_S):
-                seen = True
-        except OSError:
-            if seen:
-                return
-        time.sleep(RETRY_S)
-    raise TimeoutError(
-        f"the chief ({chief}) never came" if not seen else f"the chief ({chief}) did not finish its steps in time"
-    )
-
-
 # --- local:N --------------------------------------------------------------------------------------------
 
 
@@ -610,8 +457,7 @@ def _local(config: ClusterConfigFacts, wait: float) -> Iterator[Checkpoint]:
     def one(task: tuple[str, int, str]) -> TaskFacts:
         name, i, address = task
         env = {
-            "TF_CONFIG": tf_config_for(jobs, name, i),
-            CLUSTER_SPEC_ENV: "tf_config",
+            **task_environment(jobs, name, i),
             CLUSTER_WAIT_ENV: f"{wait:g}",
             TIMEOUT_ENV: f"{wait + LOCAL_MARGIN_S:g}",
             "CUDA_VISIBLE_DEVICES": "",

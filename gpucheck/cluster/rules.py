@@ -13,7 +13,7 @@ from typing import Any
 from gpucheck.cluster.facts import ClusterConfigFacts, ClusterFacts, ConfigProblem, PeerReach, TaskFacts
 from gpucheck.cluster.facts import config as config_of
 from gpucheck.cluster.facts import outcome as outcome_of
-from gpucheck.facts import Facts, facts_of
+from gpucheck.facts import Facts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.settings import Settings
 
@@ -62,19 +62,20 @@ def cluster_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return out
     cf = outcome.facts
     if cf is None or not cf.tasks:
-        if not _tensorflow_broken(facts):
+        if not _framework_broken(facts):
             out.append(_child_failed(outcome.exit, cf))
         return out
     out += _own_ports(cf, config)
     out += _peers(cf)
-    if cf.collective and not any(f.id == "cluster-peer-unreachable" for f in out) and not _tensorflow_broken(facts):
+    if cf.collective and not any(f.id == "cluster-peer-unreachable" for f in out) and not _framework_broken(facts):
         out += _collectives(cf, outcome.exit.status, list(outcome.exit.stderr_tail), settings)
     return out
 
 
-def _tensorflow_broken(facts: Facts) -> bool:
-    tf = facts_of(facts.framework)
-    return facts.framework is not None and (tf is None or not tf.importable)
+def _framework_broken(facts: Facts) -> bool:
+    """The framework the collective runs in (the first diagnosed) does not run at all: its own finding says why."""
+    view = next(iter(facts.frameworks.values()), None)
+    return view is not None and view.runs is not True
 
 
 def _name(t: TaskFacts) -> str:
@@ -283,7 +284,7 @@ def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
         why = facts.not_run.get("cluster", "the cluster probe did not run")
     if why is not None:
         return dict.fromkeys(PEERS + COLLECTIVE, why)
-    return dict.fromkeys(COLLECTIVE, "--gpucheck-framework=none") if settings.framework == "none" else {}
+    return dict.fromkeys(COLLECTIVE, "--gpucheck-framework=none") if not settings.frameworks else {}
 
 
 def _sentence_inside(text: str) -> str:

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpucheck.blocking import TENSORFLOW_BROKEN, Question, decide
+from gpucheck.blocking import FRAMEWORK_BROKEN, Question, decide
 from gpucheck.diagnosis import Result
-from gpucheck.facts import facts_of
 from gpucheck.layers import by_name
 from gpucheck.performance import plan as benchplan
 from gpucheck.performance import rules
@@ -34,8 +33,8 @@ def benchmark_question(result: Result, spec: benchplan.Spec) -> Question:
     ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
     on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
     if not on_gpu:
-        return Question("performance", ids, TENSORFLOW_BROKEN, instead=(), benchmark=spec.name)
-    index = rules.tf_gpu_index(spec.devices, spec.physical)
+        return Question("performance", ids, FRAMEWORK_BROKEN, instead=(), benchmark=spec.name)
+    index = rules.gpu_index_of(spec.devices, spec.physical)
     subject = rules.subject_of(result.facts, index) if index is not None and result.facts is not None else None
     return Question(
         "performance", ids, by_name()["performance"].blocked_by_ids, subject=subject, benchmark=spec.name
@@ -98,13 +97,12 @@ class BenchmarkPlugin:
         self._measured = False
 
     def plan(self) -> list[benchplan.Spec]:
-        """The benchmarks for the devices TensorFlow listed in the diagnosis (the CPU always)."""
+        """The benchmarks for the devices the framework listed in the diagnosis (the CPU always)."""
         if self._plan is None:
             facts = self.session.result().facts
-            tf = facts_of(facts.framework) if facts is not None else None
-            gpus = [d.capability for d in (tf.gpus if tf is not None else ())]
-            lf = facts_of(facts.libraries) if facts is not None else None
-            nccl = lf is None or any(lib.key == "nccl" and lib.loaded for lib in lf.libraries)
+            view = next(iter(facts.frameworks.values()), None) if facts is not None else None
+            gpus = [g.capability for g in (view.gpus if view is not None else ())]
+            nccl = view is None or view.collectives is not False
             self._plan = benchplan.plan(gpus, nccl=nccl)
         return self._plan
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck.facts import Facts, facts_of, gpu_index
+from gpucheck.facts import Facts, FrameworkView, gpu_index
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.performance.expected import expected_for, pcie_gbps
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts, outcome, performance
@@ -54,38 +54,43 @@ class Expectation:
         return self.measured / self.expected
 
 
-def tf_gpu_index(devices: tuple[str, ...], physical: bool = True) -> int | None:
-    """The TensorFlow GPU a single-GPU benchmark runs on (``("/GPU:1",)`` -> 1)."""
+def gpu_index_of(devices: tuple[str, ...], physical: bool = True) -> int | None:
+    """The framework's GPU a single-GPU benchmark runs on (``("/GPU:1",)`` -> 1)."""
     if len(devices) != 1 or not physical:
         return None
     return gpu_index(devices[0])
 
 
-def subject_of(facts: Facts, tf_index: int) -> str:
-    """The GPU as findings name it (``GPU-<nvidia-smi index>``), joined on the PCI bus id; TensorFlow's own
+def _measured_by(facts: Facts) -> FrameworkView | None:
+    """The framework whose benchmarks these are: the first diagnosed (the one that registers the benchmarks)."""
+    return next(iter(facts.frameworks.values()), None)
+
+
+def subject_of(facts: Facts, index: int) -> str:
+    """The GPU as findings name it (``GPU-<nvidia-smi index>``), joined on the PCI bus id; the framework's own
     index where NVML cannot say."""
+    view = _measured_by(facts)
     for row in devicemap.device_map(facts):
-        if row.tensorflow == f"GPU:{tf_index}" and row.nvml_index is not None:
+        if view is not None and row.frameworks.get(view.name) == f"GPU:{index}" and row.nvml_index is not None:
             return f"GPU-{row.nvml_index}"
-    return f"GPU-{tf_index}"
+    return f"GPU-{index}"
 
 
-def gpu_name(facts: Facts, tf_index: int) -> str | None:
-    """The GPU's model name: NVML's, else TensorFlow's device details."""
+def gpu_name(facts: Facts, index: int) -> str | None:
+    """The GPU's model name: NVML's, else the framework's device details."""
+    view = _measured_by(facts)
+    if view is None:
+        return None
     for row in devicemap.device_map(facts):
-        if row.tensorflow == f"GPU:{tf_index}" and row.name:
+        if row.frameworks.get(view.name) == f"GPU:{index}" and row.name:
             return row.name
-    tf = facts_of(facts.framework)
-    if tf is not None and tf_index < len(tf.gpus):
-        name = tf.gpus[tf_index].details.get("device_name")
-        return str(name) if name else None
-    return None
+    return view.gpus[index].name if index < len(view.gpus) else None
 
 
 def expectation(facts: Facts, run: BenchmarkRun) -> Expectation | None:
     """The expected figure for a benchmark on one GPU of a known model, or None (a CPU, an unknown model, a
     benchmark without an expectation: launch latency, conv, matpow, all-reduce)."""
-    index = tf_gpu_index(run.devices, run.physical)
+    index = gpu_index_of(run.devices, run.physical)
     if index is None or run.error is not None:
         return None
     exp = expected_for(gpu_name(facts, index))
@@ -166,7 +171,7 @@ def _explaining(below: _Below, subjects: set[str], ids: tuple[str, ...]) -> list
 def _underperforming(
     facts: Facts, run: BenchmarkRun, exp: Expectation, settings: Settings, below: _Below
 ) -> Finding:
-    index = tf_gpu_index(run.devices, run.physical)
+    index = gpu_index_of(run.devices, run.physical)
     subject = subject_of(facts, index if index is not None else 0)
     on_the_gpu = run.kind != "copy" or run.extra_info.get("direction") == "d2d"
     explained = _explaining(below, {subject}, ON_THE_GPU if on_the_gpu else BETWEEN_DEVICES)
@@ -272,7 +277,7 @@ def _scaling(facts: Facts, pf: PerformanceFacts, settings: Settings, below: _Bel
 
 
 def _benchmark_failed(facts: Facts, run: BenchmarkRun) -> Finding:
-    index = tf_gpu_index(run.devices, run.physical)
+    index = gpu_index_of(run.devices, run.physical)
     return finding(
         "benchmark-failed",
         Severity.DEGRADED,

@@ -1,6 +1,7 @@
-"""Compatibility layer: is the driver new enough for the framework's CUDA, and is each GPU's
+"""Compatibility layer: is the driver new enough for a framework's CUDA, and is each GPU's
 architecture covered by the build's SASS or PTX? Knowledge comes from data/cuda_compat.json
-through gpucheck.knowledge; this module only applies it to the facts."""
+through gpucheck.knowledge; this module only applies it to the facts. A framework unit says what its build is
+(:class:`Build`) and registers a rule that calls :func:`judge` with it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import CudaDevice, Facts, facts_of
+from gpucheck.facts import CudaDevice, Facts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import library_version
-from gpucheck.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -22,26 +22,8 @@ class Build:
     cuda_version: str
     archs: tuple[str, ...]
     source: str
-
-
-def framework_build(facts: Facts) -> Build | None:
-    """The CUDA build of TensorFlow: from the libraries probe (build_info.py read as data), else from
-    the TensorFlow probe (tf.sysconfig.get_build_info()). None for a CPU build or an unknown one."""
-    candidates: list[tuple[str | None, dict[str, Any], str]] = []
-    lib = facts_of(facts.libraries)
-    if lib is not None and lib.build_info:
-        candidates.append((lib.framework_version, lib.build_info, lib.build_info_source or "build_info.py"))
-    tf = facts_of(facts.framework)
-    if tf is not None and tf.build_info:
-        candidates.append((tf.version, tf.build_info, "tf.sysconfig.get_build_info()"))
-    for version, info, source in candidates:
-        if not info.get("is_cuda_build") or not info.get("cuda_version"):
-            continue
-        archs = info.get("cuda_compute_capabilities") or []
-        if isinstance(archs, str):
-            archs = [archs]
-        return Build(version, str(info["cuda_version"]), tuple(str(a) for a in archs), source)
-    return None
+    #: The CUDA runtime it loaded (its libcudart's version), where known.
+    runtime: str | None = None
 
 
 def driver_version_text(facts: Facts) -> str | None:
@@ -57,15 +39,10 @@ def driver_version_text(facts: Facts) -> str | None:
     return nf.driver_version if nf is not None else None
 
 
-def _runtime_version(facts: Facts) -> str | None:
-    lib = facts_of(facts.libraries)
-    cudart = lib.library("cudart") if lib is not None else None
-    return cudart.version if cudart is not None and cudart.loaded else None
-
-
-def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
+def judge(build: Build | None, facts: Facts) -> list[Finding]:
+    """The compatibility layer's findings for a framework's CUDA build (None: a CPU build, or one not known) on this
+    machine's driver and GPUs: the rules a framework unit registers for the layer call this with its build."""
     cf = facts.cuda.facts
-    build = framework_build(facts)
     if build is None or cf is None or not cf.library.loaded:
         return []
     if cf.init is not None and cf.init.code not in (0, None):
@@ -74,7 +51,7 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
     out: list[Finding] = []
     driver = driver_version_text(facts)
     judgement = knowledge.judge_driver(build.cuda_version, driver, cf.driver_version)
-    runtime = _runtime_version(facts)
+    runtime = build.runtime
     runtime_judgement = (
         knowledge.judge_driver(runtime, driver, cf.driver_version) if runtime else None
     )

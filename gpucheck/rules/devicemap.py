@@ -1,9 +1,8 @@
 """Device numbering: nvidia-smi's index (NVML, PCI bus order), the CUDA ordinal (CUDA_DEVICE_ORDER,
-default FASTEST_FIRST, then CUDA_VISIBLE_DEVICES) and TensorFlow's ``GPU:N``, side by side.
+default FASTEST_FIRST, then CUDA_VISIBLE_DEVICES) and each diagnosed framework's ``GPU:N``, side by side.
 
-TensorFlow numbers the CUDA devices it registers in CUDA ordinal order, leaving out those whose compute
-capability its build does not cover (gpu_device.cc, 'Ignoring visible gpu device'). The rows are joined
-on the PCI bus id, which NVML and the CUDA driver both report.
+The rows are joined on the PCI bus id, which NVML and the CUDA driver both report; a framework's names come from
+what its unit says of the CUDA devices it registers (``Facts.frameworks``).
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck import knowledge
-from gpucheck.facts import Facts, facts_of, gpu_index
+from gpucheck.facts import Facts, gpu_index
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.pci import BusId, pci_key
 from gpucheck.settings import Settings
@@ -24,7 +22,9 @@ class DeviceRow:
     name: str | None
     nvml_index: int | None
     cuda_ordinal: int | None
-    tensorflow: str | None
+    #: Each diagnosed framework's name for the GPU ("GPU:1"), by framework ("tensorflow"); None where it
+    #: registers no such GPU (or its ordinals cannot be told).
+    frameworks: dict[str, str | None]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -32,32 +32,16 @@ class DeviceRow:
             "name": self.name,
             "nvidia-smi": self.nvml_index,
             "cuda": self.cuda_ordinal,
-            "tensorflow": self.tensorflow,
+            **self.frameworks,
         }
 
 
-def _tf_names(facts: Facts, cuda_rows: list[tuple[int, BusId | None, Any]]) -> dict[int, str]:
-    """CUDA ordinal -> TensorFlow's GPU:N. TensorFlow's own word first: its "Created device ... GPU:N ...
-    pci bus id: X" lines (the TensorFlow child's set-up), joined to the CUDA devices on the bus id. Else, when
-    TensorFlow did not create its devices, from the order: its count must match the devices its build covers."""
-    tf = facts_of(facts.framework)
-    if tf is None or not tf.gpus:
-        return {}
-    setup = facts_of(facts.tf_setup)
-    created = setup.created_devices if setup is not None else ()
-    if created:
-        by_bus = {pci_key(bus): name for name, bus in created}
-        return {ordinal: by_bus[key] for ordinal, key, _dev in cuda_rows if key is not None and key in by_bus}
-    archs = knowledge.parse_archs(tf.build_info.get("cuda_compute_capabilities") or [])
-    covered = []
-    for ordinal, _key, dev in cuda_rows:
-        if archs and dev.cc_major is not None and dev.cc_minor is not None:
-            if knowledge.judge_arch(dev.cc_major, dev.cc_minor, archs).status == "unsupported":
-                continue
-        covered.append(ordinal)
-    if len(covered) != len(tf.gpus):
-        return {}
-    return {ordinal: f"GPU:{n}" for n, ordinal in enumerate(covered)}
+def _framework_names(facts: Facts) -> dict[str, dict[int, str]]:
+    """Each diagnosed framework's CUDA ordinal -> its GPU name (``Facts.frameworks``, what its unit says)."""
+    return {
+        name: {g.cuda_ordinal: g.device for g in view.gpus if g.cuda_ordinal is not None}
+        for name, view in facts.frameworks.items()
+    }
 
 
 def device_map(facts: Facts) -> list[DeviceRow]:
@@ -65,7 +49,11 @@ def device_map(facts: Facts) -> list[DeviceRow]:
     nf = facts.nvml.facts
     nvml = [g for g in (getattr(nf, "gpus", ()) or ()) if getattr(g, "handle_error", None) is None]
     cuda_rows = [(d.ordinal, pci_key(d.pci_bus_id), d) for d in (cf.devices if cf is not None else ())]
-    tf_of = _tf_names(facts, cuda_rows)
+    names = _framework_names(facts)
+
+    def named(ordinal: int | None) -> dict[str, str | None]:
+        return {fw: (by.get(ordinal) if ordinal is not None else None) for fw, by in names.items()}
+
     rows: list[DeviceRow] = []
     seen: set[BusId] = set()
     for g in nvml:
@@ -74,18 +62,17 @@ def device_map(facts: Facts) -> list[DeviceRow]:
         if key is not None:
             seen.add(key)
         ordinal = match[0] if match else None
-        rows.append(
-            DeviceRow(g.pci_bus_id, g.name, g.index, ordinal, tf_of.get(ordinal) if ordinal is not None else None)
-        )
+        rows.append(DeviceRow(g.pci_bus_id, g.name, g.index, ordinal, named(ordinal)))
     for ordinal, key, dev in cuda_rows:
         if key is not None and key in seen:
             continue
-        rows.append(DeviceRow(dev.pci_bus_id, dev.name, None, ordinal, tf_of.get(ordinal)))
+        rows.append(DeviceRow(dev.pci_bus_id, dev.name, None, ordinal, named(ordinal)))
     return rows
 
 
-def _tf_index(row: DeviceRow) -> int | None:
-    return gpu_index(row.tensorflow) if row.tensorflow else None
+def _indices(row: DeviceRow) -> list[int]:
+    """The GPU numbers the frameworks give the row's GPU."""
+    return [i for name in row.frameworks.values() if name and (i := gpu_index(name)) is not None]
 
 
 def device_map_lines(facts: Facts) -> list[str]:
@@ -97,10 +84,13 @@ def device_map_lines(facts: Facts) -> list[str]:
     def show(v: object) -> str:
         return "-" if v is None else str(v)
 
+    titles = "".join(f" / {view.title}" for view in facts.frameworks.values())
     cells = [
-        f"{r.pci_bus_id or '?'} {show(r.nvml_index)}/{show(r.cuda_ordinal)}/{r.tensorflow or '-'}" for r in rows
+        f"{r.pci_bus_id or '?'} {show(r.nvml_index)}/{show(r.cuda_ordinal)}"
+        + "".join(f"/{name or '-'}" for name in r.frameworks.values())
+        for r in rows
     ]
-    return ["gpucheck: GPU numbering (nvidia-smi / CUDA / TensorFlow): " + ", ".join(cells)]
+    return [f"gpucheck: GPU numbering (nvidia-smi / CUDA{titles}): " + ", ".join(cells)]
 
 
 def device_map_rules(facts: Facts, settings: Settings) -> list[Finding]:
@@ -110,7 +100,7 @@ def device_map_rules(facts: Facts, settings: Settings) -> list[Finding]:
         if r.nvml_index is not None
         and (
             (r.cuda_ordinal is not None and r.cuda_ordinal != r.nvml_index)
-            or (_tf_index(r) is not None and _tf_index(r) != r.nvml_index)
+            or any(i != r.nvml_index for i in _indices(r))
         )
     ]
     if not differ:
@@ -126,7 +116,7 @@ def device_map_rules(facts: Facts, settings: Settings) -> list[Finding]:
             + (vis.cuda_device_order or "unset, so FASTEST_FIRST")
             + "), nvidia-smi by PCI bus id"
         )
-    other = first.tensorflow or f"CUDA device {first.cuda_ordinal}"
+    other = next((name for name in first.frameworks.values() if name), None) or f"CUDA device {first.cuda_ordinal}"
     return [
         finding(
             "device-order-differs",

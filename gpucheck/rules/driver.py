@@ -6,8 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from gpucheck import knowledge
-from gpucheck.facts import CudaCall, Facts, facts_of
+from gpucheck.facts import CudaCall, Facts, FrameworkView
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import (
     CUDA_NO_DEVICE,
@@ -188,25 +187,25 @@ _CUINIT: dict[int, Callable[[Facts, CudaCall, str | None, dict[str, Any]], Findi
 
 
 def _nvml_library_missing(facts: Facts) -> Finding | None:
-    """``nvml-missing``: dlopen("libnvidia-ml.so.1") failed; a blocker where TensorFlow goes blind without it."""
+    """``nvml-missing``: dlopen("libnvidia-ml.so.1") failed; a blocker where a framework goes blind without it."""
     nf = facts.nvml.facts
     if nf is None or nf.library.loaded:
         return None
-    blind = _tensorflow_blind_without_nvml(facts)
+    blind = _blind_without_nvml(facts)
     capabilities = facts.environment.get("NVIDIA_DRIVER_CAPABILITIES") or None  # empty: the toolkit's default
     no_utility = capabilities is not None and not _has_utility(capabilities)
     return finding(
         "nvml-missing",
-        # Monitoring (and gpucheck's health checks) go blind without NVML; TensorFlow 2.21 goes blind too.
+        # Monitoring (and gpucheck's health checks) go blind without NVML; a framework may go blind too.
         Severity.BLOCKER if blind else Severity.DEGRADED,
         summary=(
-            f"libnvidia-ml.so.1 (NVML) cannot be loaded, and TensorFlow {blind} registers no GPU without it, "
-            f"although the CUDA driver sees {_count_text(facts)}."
+            f"libnvidia-ml.so.1 (NVML) cannot be loaded, and {blind.title} {blind.version} registers no GPU without "
+            f"it, although the CUDA driver sees {_count_text(facts)}."
             if blind
             else "libnvidia-ml.so.1 (NVML, what nvidia-smi uses) cannot be loaded."
         ),
         cause=f"dlopen(\"libnvidia-ml.so.1\") failed: {nf.library.error}."
-        + (_BLIND_CAUSE if blind else "")
+        + (f" {blind.blind_without_nvml}" if blind else "")
         + (
             f" NVIDIA_DRIVER_CAPABILITIES={capabilities} leaves out `utility`, so the NVIDIA Container "
             "Toolkit did not mount libnvidia-ml into the container."
@@ -224,7 +223,7 @@ def _nvml_library_missing(facts: Facts) -> Finding | None:
             "loader_error": nf.library.error,
             "LD_LIBRARY_PATH": facts.environment.get("LD_LIBRARY_PATH"),
             "NVIDIA_DRIVER_CAPABILITIES": capabilities,
-            **({"tensorflow_gpus": 0, "cuda_devices": _count(facts)} if blind else {}),
+            **({f"{blind.name}_gpus": 0, "cuda_devices": _count(facts)} if blind else {}),
         },
     )
 
@@ -288,20 +287,20 @@ def _nvml_init_error(init: CudaCall, module: str | None, evidence: dict[str, Any
 
 
 def _blind_without_nvml_init(f: Finding, facts: Facts) -> Finding:
-    """``nvml-missing`` made a blocker where TensorFlow's CUDA platform needs nvmlInit_v2 to succeed too
-    (see ``_tensorflow_blind_without_nvml``)."""
-    blind = _tensorflow_blind_without_nvml(facts)
+    """``nvml-missing`` made a blocker where a framework needs nvmlInit_v2 to succeed too (TensorFlow's CUDA
+    platform: ``FrameworkView.blind_without_nvml``)."""
+    blind = _blind_without_nvml(facts)
     if not blind:
         return f
     return replace(
         f,
         severity=Severity.BLOCKER,
-        summary=f"{f.summary[:-1]}, and TensorFlow {blind} registers no GPU without it, although the "
+        summary=f"{f.summary[:-1]}, and {blind.title} {blind.version} registers no GPU without it, although the "
         f"CUDA driver sees {_count_text(facts)}.",
-        cause=f.cause + _BLIND_CAUSE,
-        remedy="Reinstall the NVIDIA driver so that libnvidia-ml matches it: TensorFlow needs NVML to "
+        cause=f"{f.cause} {blind.blind_without_nvml}",
+        remedy=f"Reinstall the NVIDIA driver so that libnvidia-ml matches it: {blind.title} needs NVML to "
         "initialise, not only monitoring.",
-        evidence={**f.evidence, "tensorflow_gpus": 0, "cuda_devices": _count(facts)},
+        evidence={**f.evidence, f"{blind.name}_gpus": 0, "cuda_devices": _count(facts)},
     )
 
 
@@ -348,16 +347,6 @@ def nvml_explains_no_device(facts: Facts) -> bool:
     return nf is not None and bool(nf.gpus) and all(lost(g) or mig_without_instances(g) for g in nf.gpus)
 
 
-#: Read off libtensorflow_framework.so.2 of the tensorflow 2.21.0 wheel: stream_executor::gpu's
-#: PlatformInitialize calls cuInit, then nvmlInit_v2, and an NVML failure makes VisibleDeviceCount -1.
-#: Earlier releases were not checked, so only 2.21 and later are said to need NVML.
-_BLIND_SINCE = (2, 21)
-_BLIND_CAUSE = (
-    " TensorFlow's CUDA platform calls nvmlInit_v2 right after a successful cuInit and, when that fails, "
-    "counts no device, without a log line at the default level."
-)
-
-
 def _count(facts: Facts) -> int | None:
     return facts.cuda.facts.device_count if facts.cuda is not None and facts.cuda.facts is not None else None
 
@@ -372,24 +361,7 @@ def _has_utility(capabilities: str) -> bool:
     return bool(names & {"utility", "all"})
 
 
-def _tensorflow_blind_without_nvml(facts: Facts) -> str | None:
-    """The TensorFlow version, when NVML explains why this TensorFlow lists no GPU: a CUDA build of 2.21
-    or later, whose device listing raised nothing, on a driver whose cuInit succeeded, which counts
-    devices and is of the build's CUDA major or newer, with every library TensorFlow dlopens loading."""
-    cuda = facts_of(facts.cuda)
-    fw = facts_of(facts.framework)
-    if cuda is None or fw is None or not fw.importable or not fw.is_cuda_build or fw.gpus or fw.list_devices_error:
-        return None
-    version = knowledge.parse_version(fw.version)
-    if version is None or version[:2] < _BLIND_SINCE:
-        return None
-    if cuda.init is None or cuda.init.code != 0 or not cuda.device_count:
-        return None
-    build_cuda = knowledge.parse_version(str(fw.build_info.get("cuda_version") or ""))
-    if build_cuda is None or cuda.driver_version is None or cuda.driver_version // 1000 < build_cuda[0]:
-        return None
-    # Only when nothing else explains it: every library TensorFlow dlopens before it registers a GPU loads.
-    libs = facts_of(facts.libraries)
-    if libs is None or any(lib.required and not lib.loaded for lib in libs.libraries):
-        return None
-    return fw.version
+def _blind_without_nvml(facts: Facts) -> FrameworkView | None:
+    """The diagnosed framework that registers no GPU because NVML does not initialise, if one does (its unit says
+    so: ``FrameworkView.blind_without_nvml``)."""
+    return next((v for v in facts.frameworks.values() if v.blind_without_nvml), None)

@@ -519,13 +519,14 @@ def cooperating(nf: NvmlFacts, settings: Settings) -> str | None:
 
 
 def framework_gpus(facts: Facts) -> tuple[frozenset[int] | None, str]:
-    """The NVML indices of the GPUs TensorFlow uses, or would once it works, and who says so: those it
+    """The NVML indices of the GPUs the framework uses, or would once it works, and who says so: those it
     registered (joined to NVML on the PCI bus id), else those the CUDA driver enumerates (after
     CUDA_VISIBLE_DEVICES), else None: every GPU NVML lists (NVML knows nothing of CUDA_VISIBLE_DEVICES)."""
     rows = device_map(facts)
-    registered = {r.nvml_index for r in rows if r.nvml_index is not None and r.tensorflow is not None}
+    registered = {r.nvml_index for r in rows if r.nvml_index is not None and any(r.frameworks.values())}
     if registered:
-        return frozenset(registered), "the GPUs TensorFlow registered"
+        titles = " and ".join(view.title for view in facts.frameworks.values())
+        return frozenset(registered), f"the GPUs {titles} registered"
     cf = facts.cuda.facts
     if cf is not None and cf.devices:
         enumerated = {r.nvml_index for r in rows if r.nvml_index is not None and r.cuda_ordinal is not None}

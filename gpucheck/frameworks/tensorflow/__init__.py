@@ -1,11 +1,15 @@
 """TensorFlow, a framework unit: its child (the framework facts, a shared set-up, then one step per question of the
 layers above), the CUDA libraries its build needs, its memory settings, its rules and checks, and its benchmarks.
-``UNITS`` is what the registry lists (``gpucheck.registry``); nothing outside this package imports its modules.
+``FRAMEWORK`` is what the registry lists (``gpucheck.frameworks.BUILT_IN``); nothing outside this package imports its
+modules, and the modules outside read it only through what it says of itself (``view``, a
+``gpucheck.facts.FrameworkView``).
 """
 
 from __future__ import annotations
 
-from gpucheck.facts import (
+from gpucheck.cluster.collective import COLLECTIVE_STEP as COLLECTIVE
+from gpucheck.frameworks.tensorflow import process, view
+from gpucheck.frameworks.tensorflow.facts import (
     FrameworkFacts,
     GpuMemoryFacts,
     LibrariesFacts,
@@ -19,21 +23,24 @@ from gpucheck.facts import (
 )
 
 # Aliased: the package's own modules of the same names are its probes.
+from gpucheck.frameworks.tensorflow.rules import compat as rules_compat
 from gpucheck.frameworks.tensorflow.rules import framework as rules_framework
 from gpucheck.frameworks.tensorflow.rules import libraries as rules_libraries
 from gpucheck.frameworks.tensorflow.rules import memory as rules_memory
 from gpucheck.frameworks.tensorflow.rules import placement as rules_placement
 from gpucheck.performance.facts import FIELD as PERFORMANCE_FIELD
 from gpucheck.performance.facts import PerformanceFacts
-from gpucheck.unit import CheckFile, ChildProbe, LayerRule, PreStart, Step, Unit
+from gpucheck.unit import CheckFile, ChildProbe, Framework, LayerRule, PreStart, Step, Unit
 
+#: The cluster unit's child, whose collective this unit runs.
+CLUSTER_PROBE_NAME = "cluster"
 #: TensorFlow's own log lines are evidence.
 FRAMEWORK_ENV = (("TF_CPP_MIN_LOG_LEVEL", "0"),)
 
 
 def _no_growth_to_try(pre: PreStart) -> str | None:
     """Memory growth is tried where there may be GPUs, and where the environment does not turn it off."""
-    if pre.settings.framework == "none":
+    if "tensorflow" not in pre.settings.frameworks:
         return "--gpucheck-framework=none"
     if pre.nvidia_gpus_on_bus == 0:
         return "no NVIDIA GPU on the PCI bus"
@@ -48,7 +55,7 @@ def _async_allocator_not_asked(pre: PreStart) -> str | None:
     """TF_GPU_ALLOCATOR=cuda_malloc_async is tried in a process of its own with --gpucheck-deep. Where the
     environment sets it, the main TensorFlow process (which runs with the user's environment, as their
     programs do) already tries it."""
-    if pre.settings.framework == "none":
+    if "tensorflow" not in pre.settings.frameworks:
         return "--gpucheck-framework=none"
     if pre.nvidia_gpus_on_bus == 0:
         return "no NVIDIA GPU on the PCI bus"
@@ -110,19 +117,26 @@ PERFORMANCE_PROBE = ChildProbe(
     PERFORMANCE_FIELD,
 )
 
+#: The cluster child's collective in TensorFlow (``gpucheck.cluster.collective``): its facts are the tasks'.
+COLLECTIVE_STEP = Step(
+    COLLECTIVE, "cluster", "gpucheck.frameworks.tensorflow.collective:collective", None, CLUSTER_PROBE_NAME
+)
+
 #: In layer order: the rules of one layer run in the order listed here.
 UNITS: tuple[Unit, ...] = (
+    Unit("compatibility", rules=(LayerRule("compatibility", rules_compat.compat_rules),)),
     Unit(
         "libraries",
         probes=(LIBRARIES_PROBE,),
         rules=(LayerRule("libraries", rules_libraries.library_rules),),
-        checks=(CheckFile("libraries", "checks/checks_libraries.py"),),
+        checks=(CheckFile("libraries", "frameworks/tensorflow/checks_libraries.py"),),
     ),
     Unit(
         "framework",
         probes=(TENSORFLOW_PROBE,),
         steps=(TF_SETUP_STEP,),
         rules=(LayerRule("framework", rules_framework.framework_rules),),
+        checks=(CheckFile("framework", "frameworks/tensorflow/checks_framework.py"),),
     ),
     Unit(
         "placement",
@@ -140,4 +154,9 @@ UNITS: tuple[Unit, ...] = (
     ),
     # Its benchmarks answer the performance unit's questions (--gpucheck-benchmarks).
     Unit("benchmarks", after=(PERFORMANCE_PROBE,)),
+    # Its collective, run by the cluster child once the peers are reached (--gpucheck-cluster).
+    Unit("collective", steps=(COLLECTIVE_STEP,)),
 )
+
+#: The unit as the registry lists it (``gpucheck.frameworks.BUILT_IN``).
+FRAMEWORK = Framework(view.NAME, view.TITLE, "tensorflow", UNITS, view.view, process.bound_memory)

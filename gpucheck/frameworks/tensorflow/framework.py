@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from gpucheck.facts import FrameworkFacts, TfDevice
+from gpucheck.frameworks.tensorflow.facts import FrameworkFacts, TfDevice
 from gpucheck.protocol import stage
 
 

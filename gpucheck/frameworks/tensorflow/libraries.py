@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import CudaLibrary, LibrariesFacts, SearchDir, ToolchainFile
+from gpucheck.frameworks.tensorflow.facts import CudaLibrary, LibrariesFacts, SearchDir, ToolchainFile
 from gpucheck.probes.host import host_root
 from gpucheck.protocol import stage
 

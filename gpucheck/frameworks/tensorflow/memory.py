@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpucheck.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts, gpu_index
+from gpucheck.facts import gpu_index
 from gpucheck.frameworks.tensorflow.common import (
     created_devices,
     created_limits,
@@ -24,6 +24,7 @@ from gpucheck.frameworks.tensorflow.common import (
     section,
     tf_message,
 )
+from gpucheck.frameworks.tensorflow.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts
 from gpucheck.frameworks.tensorflow.setup import Nvml, TfContext, memory_limit_for
 from gpucheck.pci import pci_key
 from gpucheck.probes.nvml import memory_snapshot

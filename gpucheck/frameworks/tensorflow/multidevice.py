@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpucheck.facts import MultiDeviceFacts, MultiDeviceRun
 from gpucheck.frameworks.tensorflow.common import error_text, fresh, rel_error, section, tf32_off
+from gpucheck.frameworks.tensorflow.facts import MultiDeviceFacts, MultiDeviceRun
 from gpucheck.frameworks.tensorflow.setup import TfContext
 
 MULTI_DEVICE_TOLERANCE = 1e-5

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
-from gpucheck.facts import NumericCheck, NumericsFacts
 from gpucheck.frameworks.tensorflow.common import error_text, fresh, rel_error, section, tf32_off
+from gpucheck.frameworks.tensorflow.facts import NumericCheck, NumericsFacts
 from gpucheck.frameworks.tensorflow.setup import TfContext
 
 #: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to

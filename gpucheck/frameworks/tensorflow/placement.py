@@ -10,8 +10,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from gpucheck.facts import OpRun, PlacementFacts
 from gpucheck.frameworks.tensorflow.common import section, tf_message
+from gpucheck.frameworks.tensorflow.facts import OpRun, PlacementFacts
 from gpucheck.frameworks.tensorflow.setup import TfContext
 from gpucheck.protocol import stage
 

@@ -18,7 +18,6 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from gpucheck.facts import TfDevice, TfSetupFacts
 from gpucheck.frameworks.tensorflow.common import (
     created_devices,
     created_limits,
@@ -27,6 +26,7 @@ from gpucheck.frameworks.tensorflow.common import (
     initialise_devices,
     section,
 )
+from gpucheck.frameworks.tensorflow.facts import TfDevice, TfSetupFacts
 from gpucheck.probes.nvml import GpuHeadroom, memory_snapshot
 from gpucheck.protocol import INIT_SECTION
 
@@ -137,7 +137,6 @@ def set_up(timeout: float) -> Generator[tuple[TfSetupFacts, float | None], None,
     env = {k: os.environ.get(k) for k in ENV_KEYS}
     try:
         import numpy as np
-
         import tensorflow as tf
     except Exception as exc:  # noqa: BLE001 - reported by the framework probe as well
         yield TfSetupFacts(False, error_text(exc), None, env=env), None

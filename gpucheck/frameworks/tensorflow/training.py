@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from gpucheck.facts import FallbackOp, TrainingStepFacts, TrainingStepPlacement
 from gpucheck.frameworks.tensorflow.common import captured, error_text, section, tf_message
+from gpucheck.frameworks.tensorflow.facts import FallbackOp, TrainingStepFacts, TrainingStepPlacement
 from gpucheck.frameworks.tensorflow.setup import TfContext
 
 #: Ops of a graph that are plumbing, not computation: they say nothing about acceleration.

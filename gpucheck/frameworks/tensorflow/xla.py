@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from gpucheck.facts import XlaFacts, XlaRun
 from gpucheck.frameworks.tensorflow.common import captured, fresh, rel_error, section, tf32_off, tf_message
+from gpucheck.frameworks.tensorflow.facts import XlaFacts, XlaRun
 from gpucheck.frameworks.tensorflow.setup import TfContext
 from gpucheck.protocol import quiet
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from gpucheck.facts import ChildExit, Facts, FrameworkFacts
+from gpucheck.facts import ChildExit, Facts
+from gpucheck.frameworks.tensorflow import facts as tff
+from gpucheck.frameworks.tensorflow.facts import FrameworkFacts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import child_evidence
 from gpucheck.settings import Settings
@@ -30,7 +32,7 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     timed out before it reported), ``framework-crashed`` (it died, could not run or reported nothing),
     ``framework-missing`` (``import tensorflow`` fails), ``framework-cpu-only`` (not a CUDA build),
     ``framework-gpu-init-failed`` (a CUDA build that registers no GPU)."""
-    probe = facts.framework
+    probe = tff.framework(facts)
     if probe is None:
         return []
     exit_, tf = probe.exit, probe.facts

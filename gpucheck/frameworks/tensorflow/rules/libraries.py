@@ -7,7 +7,9 @@ import re
 from typing import Any
 
 from gpucheck import knowledge
-from gpucheck.facts import CudaLibrary, Facts, LibrariesFacts
+from gpucheck.facts import Facts
+from gpucheck.frameworks.tensorflow import facts as tff
+from gpucheck.frameworks.tensorflow.facts import CudaLibrary, LibrariesFacts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.settings import Settings
 
@@ -87,7 +89,7 @@ def library_rules(facts: Facts, settings: Settings) -> list[Finding]:
     """The libraries layer's findings for a CUDA build, in this order: ``cuda-runtime-missing``, then one
     of ``cudnn-missing`` and ``cudnn-version-mismatch`` (a build for another CUDA major, or too old),
     then ``xla-toolchain-missing``."""
-    probe = facts.libraries
+    probe = tff.libraries(facts)
     if probe is None or probe.facts is None:
         return []
     lf = probe.facts

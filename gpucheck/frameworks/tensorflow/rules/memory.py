@@ -13,7 +13,9 @@ import dataclasses
 import re
 from typing import Any
 
-from gpucheck.facts import ChildExit, Facts, GpuMemory, MemoryConfigFacts, ProbeOutcome, TfSetupFacts, facts_of
+from gpucheck.facts import ChildExit, Facts, ProbeOutcome, facts_of
+from gpucheck.frameworks.tensorflow import facts as tff
+from gpucheck.frameworks.tensorflow.facts import GpuMemory, MemoryConfigFacts, TfSetupFacts
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import child_evidence
 from gpucheck.settings import Settings
@@ -28,15 +30,16 @@ LIMIT_TOLERANCE_MB = 1
 
 def memory_rules(facts: Facts, settings: Settings) -> list[Finding]:
     out = _env_rules(facts.environment)
-    setup = facts_of(facts.tf_setup)
+    setup = facts_of(tff.tf_setup(facts))
     if setup is not None:
-        gpu_memory = facts_of(facts.gpu_memory)
+        gpu_memory = facts_of(tff.gpu_memory(facts))
         out += _limit(setup, gpu_memory.memory if gpu_memory is not None else ())
         out += _growth_dropped(setup)
-    if facts.memory_growth is not None:
-        out += _setting(facts.memory_growth, setup is not None and setup.devices_created)
-    if facts.cuda_malloc_async is not None:
-        outcome = facts.cuda_malloc_async
+    growth = tff.memory_growth(facts)
+    if growth is not None:
+        out += _setting(growth, setup is not None and setup.devices_created)
+    outcome = tff.cuda_malloc_async(facts)
+    if outcome is not None:
         user_set = facts.environment.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async"
         if outcome.exit.status != "ok":
             out.append(malloc_async_failed(outcome.exit, Severity.BLOCKER if user_set else Severity.INFO, user_set))
@@ -48,7 +51,7 @@ def memory_rules(facts: Facts, settings: Settings) -> list[Finding]:
 def not_judged(facts: Facts) -> str | None:
     """Why memory growth could not be judged on this machine, where it could not (for the check to say
     "not checked" rather than pass)."""
-    outcome = facts.memory_growth
+    outcome = tff.memory_growth(facts)
     if outcome is None:
         why = facts.not_run.get("memory-growth")
         return f"memory growth was not tried: {why}" if why else None
@@ -61,7 +64,7 @@ def not_judged(facts: Facts) -> str | None:
 
 def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
     """Why the memory settings were not judged here: no TensorFlow diagnosed, or memory growth not tried."""
-    why = "--gpucheck-framework=none" if settings.framework == "none" else not_judged(facts)
+    why = "--gpucheck-framework=none" if "tensorflow" not in settings.frameworks else not_judged(facts)
     return {"memory-config-failed": why} if why is not None else {}
 
 

@@ -14,9 +14,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from gpucheck.facts import (
-    ChildExit,
-    Facts,
+from gpucheck.facts import ChildExit, Facts, facts_of, gpu_index
+from gpucheck.frameworks.tensorflow import facts as tff
+from gpucheck.frameworks.tensorflow.facts import (
     GpuMemory,
     MultiDeviceRun,
     NumericCheck,
@@ -24,8 +24,6 @@ from gpucheck.facts import (
     TfSetupFacts,
     TrainingStepPlacement,
     XlaRun,
-    facts_of,
-    gpu_index,
 )
 from gpucheck.frameworks.tensorflow.rules.memory import malloc_async_failed
 from gpucheck.model import Finding, Severity, finding
@@ -80,25 +78,26 @@ def _devices_note(tf: TfSetupFacts) -> str | None:
 
 
 def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
-    outcome = facts.placement
+    outcome = tff.placement(facts)
     out: list[Finding] = []
-    setup = facts_of(facts.tf_setup)
+    setup_outcome = tff.tf_setup(facts)
+    setup = facts_of(setup_outcome)
     if outcome is not None:
         # Also with facts: the steps before the one that died or overran left theirs.
         out.extend(_step_died(outcome.exit, facts, settings))
     if setup is not None:
-        fw = facts_of(facts.framework)
+        fw = facts_of(tff.framework(facts))
         cuda_build = fw is not None and bool(fw.is_cuda_build)
         init_error = setup.errors.get(INIT_SECTION) if setup.gpus and cuda_build else None
-        if init_error is not None and facts.tf_setup is not None:
-            out.append(_devices_not_created(setup, init_error, facts.tf_setup.exit))
+        if init_error is not None and setup_outcome is not None:
+            out.append(_devices_not_created(setup, init_error, setup_outcome.exit))
         elif setup.importable:
-            placement = facts_of(facts.placement)
+            placement = facts_of(tff.placement(facts))
             runs = placement.runs if placement is not None else ()
-            training = facts_of(facts.training_step)
-            numerics = facts_of(facts.numerics)
-            multi = facts_of(facts.multi_device)
-            xla = facts_of(facts.xla)
+            training = facts_of(tff.training_step(facts))
+            numerics = facts_of(tff.numerics(facts))
+            multi = facts_of(tff.multi_device(facts))
+            xla = facts_of(tff.xla(facts))
             out.extend(_hard_placement(setup, runs, placement.soft_placement_default if placement else None))
             out.extend(_soft_placement(setup, runs, training.run if training is not None else None))
             out.extend(_numerics(numerics.checks if numerics is not None else ()))
@@ -115,7 +114,7 @@ def _step_died(exit_: ChildExit, facts: Facts, settings: Settings) -> list[Findi
     """The placement step runs in the framework probe's child after that probe wrote its facts: the child
     ending "ok" (its framework facts are there) with a signal or an error code means the step died. A
     child that hung or died earlier is the framework rules' finding (framework-hung, framework-crashed)."""
-    fw = facts_of(facts.framework)
+    fw = facts_of(tff.framework(facts))
     died = exit_.signal is not None or (exit_.returncode is not None and exit_.returncode != 0)
     # A child killed at the parent's timeout after its framework facts: a step that did not finish, as when
     # its own watchdog ends it (DEADLINE_EXIT).
@@ -623,7 +622,7 @@ def _advice(facts: Facts, setup: TfSetupFacts | None) -> list[Finding]:
             )
         )
     growth_on = facts.environment.get("TF_FORCE_GPU_ALLOW_GROWTH") == "true"
-    gpu_memory = facts_of(facts.gpu_memory)
+    gpu_memory = facts_of(tff.gpu_memory(facts))
     shared = _shared_gpus(facts, gpu_memory.memory if gpu_memory is not None else ())
     if shared and not growth_on:
         out.append(

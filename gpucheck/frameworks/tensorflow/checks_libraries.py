@@ -1,4 +1,5 @@
-"""Checks of the compatibility and libraries layers: one question a person would ask per check.
+"""TensorFlow's checks of the compatibility and libraries layers: is the driver new enough for its CUDA, is each GPU's
+architecture in its build, do the CUDA libraries it needs load? One question a person would ask per check.
 
 The verdict logic (blocked / failed / passed) lives in ``gpucheck.blocking``, applied before each check runs.
 """
@@ -7,6 +8,12 @@ from __future__ import annotations
 
 from gpucheck.blocking import asks
 from gpucheck.session import Answer
+
+
+@asks("compatibility", ("driver-too-old", "driver-minor-version-compat"))
+def test_driver_new_enough(gpucheck_answer: Answer) -> None:
+    """Is the driver new enough for the CUDA that the libraries were built with?"""
+    gpucheck_answer.check()
 
 
 @asks("compatibility", ("gpu-arch-unsupported",))
@@ -43,16 +50,4 @@ def test_cudnn_new_enough(gpucheck_answer: Answer) -> None:
 def test_xla_toolchain_found(gpucheck_answer: Answer) -> None:
     """Can XLA find ptxas and libdevice, and does a jit_compile=True function compile on each GPU?
     (One question, two kinds of evidence: the files where XLA looks, and a real jit_compile call.)"""
-    gpucheck_answer.check()
-
-
-@asks("driver", ("forward-compat-unsupported",), blocked_by_ids=("libcuda-missing",))
-def test_forward_compat_usable(gpucheck_answer: Answer) -> None:
-    """If a CUDA forward-compatibility package is loaded, does this GPU accept it (cuInit not 804)?"""
-    gpucheck_answer.check()
-
-
-@asks("visibility", ("device-order-differs",))
-def test_gpu_numbering_matches_nvidia_smi(gpucheck_answer: Answer) -> None:
-    """Is nvidia-smi's GPU N also CUDA's device N and TensorFlow's GPU:N? (informational: the map is in the report)"""
     gpucheck_answer.check()

@@ -1,0 +1,140 @@
+"""Frameworks as units (issue 34): a framework is its package, the catalog and one registry line. Shown with a unit
+built only for the tests (``tests/frameworks/numpy_unit.py``: "NumPy", answering on the CPU), registered as another
+distribution would register it (an entry point of the ``gpucheck.frameworks`` group, in a ``.dist-info`` on the path),
+run beside TensorFlow on the fake healthy H100 (tests/scenarios/cuda/h100-80gb-healthy.json): each framework gets
+its own layer states, and one framework's blocker never blocks the other's questions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GpucheckRun
+from gpucheck.blocking import Question, decide, layer_states, named_root_cause
+from gpucheck.diagnosis import framework_states
+from gpucheck.layers import LAYERS
+from gpucheck.model import Severity, finding
+
+HERE = Path(__file__).parent
+H100 = json.loads((HERE / "scenarios/cuda/h100-80gb-healthy.json").read_text())
+EVERY_LAYER = frozenset(layer.name for layer in LAYERS)
+
+
+def install_numpy_unit(site: Path) -> Path:
+    """The test unit as a distribution would ship it: its module and a ``.dist-info`` whose entry point names it."""
+    site.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE / "frameworks" / "numpy_unit.py", site / "numpy_unit.py")
+    info = site / "gpucheck_numpy_unit-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpucheck-numpy-unit\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[gpucheck.frameworks]\nnumpy = numpy_unit:FRAMEWORK\n")
+    return site
+
+
+@pytest.fixture
+def numpy_unit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    site = install_numpy_unit(tmp_path / "site")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    return site
+
+
+def by_layer(layers: list[dict[str, Any]]) -> dict[str, str]:
+    return {entry["layer"]: entry["state"] for entry in layers}
+
+
+def test_a_framework_unit_runs_beside_tensorflow_with_layer_states_of_its_own(
+    numpy_unit: Path, fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """On the fake H100 (whose fakes run no kernel), TensorFlow's numerics break its placement layer; NumPy's
+    questions, answered on the CPU, read ok beside it. The run's verdict is the worse, its root cause the lower."""
+    fake_machine(H100)
+    run = run_gpucheck("--gpucheck-framework=tensorflow,numpy")
+    out = run.result.stdout.str()
+    assert set(run.report["frameworks"]) == {"tensorflow", "numpy"}, out
+    tf, np = run.report["frameworks"]["tensorflow"], run.report["frameworks"]["numpy"]
+    assert by_layer(tf["layers"])["placement"] == "broken" and tf["root_cause"] == "numerical-mismatch", tf
+    assert by_layer(np["layers"])["framework"] == "ok" and by_layer(np["layers"])["placement"] == "ok", np
+    assert np["root_cause"] is None and np["verdict"] == "accelerated", np
+    assert run.report["verdict"] == "not-accelerated" and run.root_cause == "numerical-mismatch"
+    mismatch = [f for f in run.report["findings"] if f["id"] == "numerical-mismatch"]
+    assert mismatch and all(f["framework"] == "tensorflow" for f in mismatch), mismatch
+    # Its header line, its device-map column and its machine_info entries, beside TensorFlow's.
+    assert "NumPy " in out and "sees 1 GPU(s)" in out, out
+    assert "GPU numbering (nvidia-smi / CUDA / TensorFlow / NumPy): 00000000:" in out, out
+    assert "numpy: accelerated" in out and "tensorflow: not-accelerated (root cause: numerical-mismatch)" in out, out
+
+
+def test_one_frameworks_blocker_never_blocks_anothers_questions(
+    numpy_unit: Path,
+    fake_machine: Callable[[dict[str, Any]], Path],
+    run_gpucheck: Callable[..., GpucheckRun],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NumPy's framework-missing is the run's root cause (the lowest layer), yet TensorFlow's framework check passes
+    and its numerics check still fails with its own finding, not "blocked by framework-missing"."""
+    fake_machine(H100)
+    monkeypatch.setenv("GPUCHECK_TEST_NUMPY_MISSING", "1")
+    run = run_gpucheck("--gpucheck-framework=tensorflow,numpy")
+    out = run.result.stdout.str()
+    assert run.root_cause == "framework-missing", out
+    (missing,) = [f for f in run.report["findings"] if f["id"] == "framework-missing"]
+    assert missing["framework"] == "numpy", missing
+    checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+    assert checks["test_tensorflow_importable"]["outcome"] == "passed", checks["test_tensorflow_importable"]
+    numerics = checks["test_gpu_results_match_cpu_reference"]
+    assert numerics["outcome"] == "failed" and set(numerics["finding_ids"]) == {"numerical-mismatch"}, numerics
+    assert by_layer(run.report["frameworks"]["tensorflow"]["layers"])["framework"] == "ok"
+    assert by_layer(run.report["frameworks"]["numpy"]["layers"])["framework"] == "broken"
+    assert by_layer(run.report["frameworks"]["numpy"]["layers"])["placement"] == "blocked"
+
+
+def test_an_unknown_framework_is_a_usage_error_naming_the_registered_ones(
+    numpy_unit: Path, run_gpucheck: Callable[..., GpucheckRun], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = run_gpucheck("--gpucheck-framework=torchy")
+    assert run.result.ret == 4
+    assert "must be one of tensorflow, numpy, none" in run.result.stderr.str()
+    monkeypatch.delenv("PYTHONPATH")
+    run = run_gpucheck("--gpucheck-framework=numpy")
+    assert run.result.ret == 4 and "must be one of tensorflow, none" in run.result.stderr.str()
+
+
+def test_the_settings_default_is_the_registrys() -> None:
+    from gpucheck import frameworks, settings
+
+    assert settings.DEFAULT_FRAMEWORK == frameworks.DEFAULT and settings.Settings().frameworks == (frameworks.DEFAULT,)
+
+
+def _tagged(cause: str, severity: Severity, framework: str | None, **kw: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(finding(cause, severity, summary="s", cause="c", remedy="r", **kw), framework=framework)
+
+
+def test_blocking_is_scoped_by_framework() -> None:
+    """In-process, on the blocking functions themselves: a framework's blocker blocks its own questions and the
+    questions of no framework (the lower stack's, the performance layer's), never another framework's."""
+    missing = _tagged("framework-missing", Severity.BLOCKER, "tensorflow")
+    findings = (missing,)
+
+    class Result:
+        def __init__(self) -> None:
+            self.findings = findings
+            self.layers = layer_states(findings, named_root_cause(findings), EVERY_LAYER)
+            self.unchecked: dict[str, str] = {}
+
+    result = Result()
+    own = decide(result, Question("placement", ("placement-failed",), framework="tensorflow"))
+    other = decide(result, Question("placement", ("placement-failed",), framework="numpy"))
+    shared = decide(result, Question("placement", ("placement-failed",)))
+    assert own.outcome == "skipped" and own.blocked_by is missing
+    assert other.outcome == "passed" and other.blocked_by is None
+    assert shared.outcome == "skipped" and shared.blocked_by is missing
+    states = {s.name: {ls.layer: ls.state for ls in s.layers} for s in framework_states(findings, EVERY_LAYER, ("tensorflow", "numpy"))}
+    assert states["tensorflow"]["framework"] == "broken" and states["tensorflow"]["placement"] == "blocked"
+    assert states["numpy"]["framework"] == "ok" and states["numpy"]["placement"] == "ok"

@@ -1,0 +1,115 @@
+"""Issue 37, point 9: promises the tests did not hold. Each change below was applied to the code by hand, broke one
+documented promise, and every test file then passed; each test here fails with its change and passes without it
+(docs/mutation.md, "Issue 37 point 9: promises by hand", names the line each change touched).
+
+The machines are fakes built from the real kernel-log lines of ``tests/logs/kmsg/`` (each with its source in
+``INDEX.md``) and the NVML scenarios of ``tests/scenarios/``; what a test can read in-process (the kernel-log reader,
+the rules over a real diagnosis) it reads there, what only a run shows (the marker and the fixtures, xdist, pytest-html,
+``gpucheck merge``, ``gpucheck doctor``) goes through the real command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GpucheckRun, SharedRuns
+from gpucheck.diagnosis import Result
+from gpucheck.htmlreport import summary_html
+from gpucheck.records import probe
+from gpucheck.records.parse import records, text_line
+from gpucheck.records.report import read_notes
+from gpucheck.report import summary_lines
+from tests.test_kernel_log import LOGS, diagnose, kmsg_text, machine
+from tests.test_merge import gpucheck_merge
+
+#: The open-gpu-kernel-modules issue's GPU fallen off the bus (NVIDIA/open-gpu-kernel-modules#1151), at 0000:06:00.
+XID79 = "xid79-open-gpu-kernel-modules-1151.log"
+#: The DCGM issue's GSP timeout (NVIDIA/DCGM#144), on the GPU at 0000:07:00.
+XID119 = "xid119-dcgm-144.log"
+#: The NVIDIA forum's RTX PRO 6000 (crash 1): Xid 120, then Xid 154 to 0x1 (GPU Reset Required), at 0000:01:00.
+XID120_154 = "xid120-154-nvidia-forum-364958.log"
+#: The nvtrust issue's HGX H100 (NVIDIA/nvtrust#124): SXid 22013, Non-fatal, on nvidia-nvswitch3 at 0000:04:00.0.
+SXID_22013 = "sxid-nvtrust-124.log"
+
+
+def filler(count: int) -> str:
+    """``count`` ordinary kmsg records of a boot (the kernel's own words), numbered from 1."""
+    return "".join(f"6,{i},{1_000_000 + i},-;audit: type=1400 apparmor=\"STATUS\"\n" for i in range(1, count + 1))
+
+
+def codes(lines: list[Any]) -> list[int]:
+    return [r.code for r in records(lines)]
+
+
+# --- 1. the kernel-log reader keeps the newest records, and says that it cut ---------------------------------------
+
+
+def test_a_long_kmsg_file_keeps_its_newest_records_and_says_it_cut(tmp_path: Path) -> None:
+    """Promise: a log longer than ``MAX_RECORDS`` keeps its newest records, and the reading says how many of the oldest
+    were dropped (``truncated``, ``dropped``, the summary's note). Kills: the reader (``Tail.lines``) keeping the oldest
+    (the real Xid 79 at the end is lost: a node read as healthy) and ``_read`` never saying it truncated."""
+    text = filler(probe.MAX_RECORDS + 10) + kmsg_text(XID79)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "kmsg").write_text(text)
+    read, lines = probe.read_kernel_log(tmp_path)
+    total = len(text.splitlines())
+    assert read.source == str(tmp_path / "dev" / "kmsg") and read.records == len(lines) == probe.MAX_RECORDS
+    assert 79 in codes(lines) and lines[-1].text == text.splitlines()[-1].partition(";")[2]
+    assert read.truncated is True and read.dropped == total - probe.MAX_RECORDS
+    assert f"  truncated: the {read.dropped} oldest record(s) were dropped, the newest {read.records} kept" in read_notes(read)
+
+
+def test_the_kernels_dev_kmsg_keeps_its_newest_records_and_says_it_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same promise for the kernel's own ``/dev/kmsg`` (a character device, one record per read until EAGAIN),
+    read here from a socket of the same shape: a ``SOCK_SEQPACKET`` pair hands out one record per read and EAGAIN at
+    its end. Kills: ``_kmsg_device`` keeping the first ``MAX_RECORDS`` records, and never saying it truncated."""
+    monkeypatch.setattr(probe, "MAX_RECORDS", 4)
+    messages = filler(6).splitlines() + kmsg_text(XID79).splitlines()
+    reader, writer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with reader, writer:
+        for message in messages:
+            writer.send(message.encode())
+        reader.setblocking(False)
+        lines, read = probe._kmsg_device(reader.fileno())
+    assert [ln.text for ln in lines] == [m.partition(";")[2] for m in messages[-4:]]
+    assert 79 in codes(lines)
+    assert read.truncated is True and read.dropped == len(messages) - 4 and read.records == 4
+    assert read_notes(read)[0].startswith(f"  truncated: the {len(messages) - 4} oldest record(s) were dropped")
+
+
+def test_journalctls_long_output_keeps_its_newest_lines_and_says_it_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same promise through the ``journalctl -k -b`` fallback (``/dev/kmsg`` refused: dmesg_restrict). Kills: the
+    fallback keeping the oldest lines, and ``read_kernel_log`` never saying it truncated them."""
+    xid = [f"[  349507.5{i:05d}] {line}" for i, line in enumerate((LOGS / XID79).read_text().splitlines())]
+    journalctl = tmp_path / "bin" / "journalctl"
+    journalctl.parent.mkdir()
+    journalctl.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        f"sys.stdout.write(''.join(f'[{{1 + i / 1e6:12.6f}}] audit: apparmor=\"STATUS\"\\n' for i in range({probe.MAX_RECORDS + 10})))\n"
+        f"sys.stdout.write({chr(10).join(xid) + chr(10)!r})\n"
+    )
+    journalctl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{journalctl.parent}{os.pathsep}{os.environ['PATH']}")
+
+    def refused(path: Path) -> Any:
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr(probe, "read_kmsg", refused)
+    read, lines = probe.read_kernel_log(Path("/"))
+    assert read.source == "journalctl -k -b", read.tried
+    assert read.records == len(lines) == probe.MAX_RECORDS and 79 in codes(lines)
+    assert read.truncated is True and read.dropped == 10 + len(xid)
+    assert read_notes(read)[0].startswith(f"  truncated: the {10 + len(xid)} oldest record(s) were dropped")

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import pytest
 from conftest import GpucheckRun, SharedRuns
 from gpucheck.diagnosis import Result
 from gpucheck.htmlreport import summary_html
-from gpucheck.records import probe
+from gpucheck.records import probe, rules
 from gpucheck.records.parse import records, text_line
 from gpucheck.records.report import read_notes
 from gpucheck.report import summary_lines
@@ -113,3 +114,63 @@ def test_journalctls_long_output_keeps_its_newest_lines_and_says_it_cut(
     assert read.records == len(lines) == probe.MAX_RECORDS and 79 in codes(lines)
     assert read.truncated is True and read.dropped == 10 + len(xid)
     assert read_notes(read)[0].startswith(f"  truncated: the {10 + len(xid)} oldest record(s) were dropped")
+
+
+# --- 2-4. the kernel log's rules over real records -------------------------------------------------------------------
+
+
+def ids_and_subjects(result: Result) -> list[tuple[str, str | None]]:
+    return [(f.id, f.subject) for f in result.findings]
+
+
+def test_an_sxid_the_driver_calls_fatal_is_nvlink_degraded(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
+    """Promise (records/rules.py, ``_sxid_finding``): an SXid the driver marks ``Fatal`` is ``nvlink-degraded`` (a
+    restart), whatever the Fabric Manager guide's class of its code. The nvtrust HGX H100's SXid 22013 (the guide: non-fatal,
+    safely ignored), its first event written Fatal, its second Non-fatal as in the report. Kills: the parser reading
+    ``Fatal`` as non-fatal, a later Non-fatal record of the same code clearing it, and the rule ignoring ``fatal``."""
+    text = kmsg_text(SXID_22013).replace("22013, Non-fatal, Link 44", "22013, Fatal, Link 44", 1)
+    assert "22013, Fatal, Link 44" in text and "22013, Non-fatal, Link 45" in text
+    result = diagnose(fake_machine, machine(["0000:18:00.0"], text, nvswitches=("0000:04:00.0",)))
+    found = [f for f in result.findings if f.subject == "NVSwitch 0000:04:00.0"]
+    assert [f.id for f in found] == ["nvlink-degraded"], ids_and_subjects(result)
+    f = found[0]
+    assert f.evidence["fatal"] is True and f.evidence["sxid"] == 22013 and f.evidence["class"] == "non-fatal"
+    assert "a Fatal SXid" in f.summary and f.action == "reboot"
+    # The log as the report printed it (both Non-fatal) is a note: test_kernel_log.py's
+    # test_sxid_records_name_the_nvswitch_not_a_gpu. Here only the word Fatal differs.
+
+
+def test_an_xid_on_a_pci_address_no_gpu_has_is_on_no_gpu(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
+    """Promise (records/rules.py, ``_gpu_of``): a record is put on the GPU at its PCI address, and one at an address no
+    GPU of the machine has is about no GPU (``The GPU at PCI ...``, no subject), never GPU 0. The RTX 5090's real Xid 79
+    at 0000:06:00 in the log of a machine whose two GPUs are at 0000:18:00 and 0000:2a:00. Kills: ``_gpu_of`` falling
+    back to NVML's first GPU."""
+    result = diagnose(fake_machine, machine(["0000:18:00.0", "0000:2a:00.0"], kmsg_text(XID79)))
+    lost = [f for f in result.findings if f.id == "gpu-lost"]
+    assert len(lost) == 1, ids_and_subjects(result)
+    assert lost[0].subject is None and lost[0].evidence["gpu"] is None and lost[0].evidence["pci"] == "0000:06:00"
+    assert lost[0].summary.startswith("The GPU at PCI 0000:06:00 fell off the bus"), lost[0].summary
+    assert not [f for f in result.findings if f.subject in ("GPU-0", "GPU-1") and f.evidence.get("source") == "kernel log"]
+
+
+def test_the_newest_xid_154_recovery_action_wins(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
+    """Promise (records/parse.py and records/rules.py): Xid 154 says what the driver's recovery action changed *to*,
+    and the newest change is the GPU's action now. The forum RTX PRO 6000's Xid 120 and Xid 154 to 0x1 (GPU Reset
+    Required), then a later 154 of the same GPU from 0x1 to 0x2 (Node Reboot Required, the form of the driver's line
+    with the value it gives a GPU fallen off the bus). Kills: the older recovery action kept over the newer one."""
+    later = "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x2 (Node Reboot Required)"
+    text = kmsg_text(XID120_154) + f"3,99,999000000,-;{later}\n"
+    [rec] = [r for r in records(text_line(ln.partition(";")[2]) for ln in text.splitlines()) if r.code == 154]
+    assert rec.count == 2 and rec.recovery_action == "0x2 (Node Reboot Required)"
+    result = diagnose(fake_machine, machine(["0000:01:00.0"], text, name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition"))
+    [gsp] = [f for f in result.findings if f.id == "gsp-firmware-error"]
+    assert gsp.subject == "GPU-0" and gsp.evidence["recovery_action"] == "0x2 (Node Reboot Required)"
+    assert gsp.action == "reboot" and "Its recovery action is now 0x2 (Node Reboot Required)" in gsp.cause
+    # Two 154 records the parser keeps apart (the driver's lines name no process, so only a line of another form
+    # would make two): the rule, too, takes the newest by time, not the first seen.
+    reboot = replace(rec, pid=11, count=1, first_s=10.0, last_s=10.0, recovery_action="0x2 (Node Reboot Required)")
+    done = replace(rec, pid=12, count=1, first_s=20.0, last_s=20.0, recovery_action="0x0 (None)")
+    assert result.facts is not None
+    assert rules._gpu_findings(result.facts, "0000:01:00", [reboot, done], frozenset()) == []  # rebooted since
+    [pending] = rules._gpu_findings(result.facts, "0000:01:00", [replace(done, last_s=5.0), reboot], frozenset())
+    assert pending.id == "xid-recovery-required" and pending.evidence["recovery_action"] == "0x2 (Node Reboot Required)"

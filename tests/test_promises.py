@@ -174,3 +174,142 @@ def test_the_newest_xid_154_recovery_action_wins(fake_machine: Callable[[dict[st
     assert rules._gpu_findings(result.facts, "0000:01:00", [reboot, done], frozenset()) == []  # rebooted since
     [pending] = rules._gpu_findings(result.facts, "0000:01:00", [replace(done, last_s=5.0), reboot], frozenset())
     assert pending.id == "xid-recovery-required" and pending.evidence["recovery_action"] == "0x2 (Node Reboot Required)"
+
+
+# --- 5-7 and 11: the marker, the gpus fixture and pytest-html's summary, through one run -------------------------------
+
+#: The DCGM issue's real Xid 119 (GSP timeout) on the GPU at 0000:07:00, its process name and words made markup (what a
+#: program may call itself, and what a driver line may carry), on a two-GPU A100 machine (compute capability 8.0)
+#: whose second GPU, at 0000:08:00, is healthy.
+HOSTILE_NAME = "<b>nv-hostengine</b>"
+HOSTILE_WORDS = "<script>alert(1)</script>"
+
+
+def two_a100s() -> dict[str, Any]:
+    text = kmsg_text(XID119).replace("name=nv-hostengine, Timeout", f"name={HOSTILE_NAME}, Timeout {HOSTILE_WORDS}")
+    assert HOSTILE_WORDS in text
+    scenario = machine(["0000:07:00.0", "0000:08:00.0"], text, name="NVIDIA A100-SXM4-80GB")
+    for g in scenario["gpus"]:
+        g.update(cc_major=8, cc_minor=0)
+    return scenario
+
+
+#: Marked tests that ask the driver's GPUs (framework=None), each recording (from a fixture, which runs before gpucheck
+#: decides whether the test runs) the GPUs the ``gpus`` fixture handed it.
+MARKED = '''
+import json
+import pathlib
+
+import pytest
+
+
+@pytest.fixture
+def seen(request, gpus):
+    with open(pathlib.Path(__file__).parent / "seen.jsonl", "a") as out:
+        out.write(json.dumps({"test": request.node.name, "gpus": [g.bus_id for g in gpus]}) + "\\n")
+
+
+@pytest.mark.gpu(count=2, framework=None)
+def test_two_gpus(seen):
+    pass
+
+
+@pytest.mark.gpu(framework=None)
+def test_one_gpu(seen):
+    pass
+
+
+@pytest.mark.gpu(framework=None, compute_capability="8.6")
+def test_compute_capability_8_6(seen):
+    pass
+
+
+@pytest.mark.gpu(framework=None, compute_capability="8.0")
+def test_compute_capability_8_0(seen):
+    pass
+'''
+
+
+def html_args() -> tuple[str, ...]:
+    try:
+        import pytest_html  # noqa: F401
+    except ImportError:
+        return ()
+    return ("--html=report.html",)
+
+
+@pytest.fixture
+def faulty_gpu_run(gpucheck_shared: SharedRuns) -> GpucheckRun:
+    """``pytest --gpucheck --gpucheck-framework=none`` of :data:`MARKED` on :func:`two_a100s` (GPU 0 has a GSP fault)."""
+    return gpucheck_shared.run("--gpucheck-framework=none", "-rs", "--junitxml=junit.xml", *html_args(), "test_marked.py",
+                               scenario=two_a100s(), files={"test_marked.py": MARKED})
+
+
+def outcomes(run: GpucheckRun) -> dict[str, tuple[str, str]]:
+    assert run.path is not None
+    out: dict[str, tuple[str, str]] = {}
+    for case in ET.parse(run.path / "junit.xml").getroot().iter("testcase"):
+        if case.get("classname") != "test_marked":
+            continue
+        found = next((case.find(tag) for tag in ("skipped", "failure", "error") if case.find(tag) is not None), None)
+        out[case.get("name", "?")] = (found.tag, found.get("message", "")) if found is not None else ("passed", "")
+    return out
+
+
+def seen(run: GpucheckRun) -> dict[str, list[str]]:
+    assert run.path is not None
+    entries = [json.loads(line) for line in (run.path / "seen.jsonl").read_text().splitlines()]
+    return {e["test"]: e["gpus"] for e in entries}
+
+
+HEALTHY = "00000000:08:00.0"
+
+
+def test_a_driver_level_marked_test_never_runs_on_a_gpu_with_a_health_fault(faulty_gpu_run: GpucheckRun) -> None:
+    """Promise (marker.py, ``LAYERS``): a ``gpu(framework=None)`` test needs the layers up to visibility *and* resources
+    and health: a GPU with a GSP fault is not one it runs on. Two GPUs asked for, one healthy: skipped with the fault;
+    one asked for: it runs on the healthy one. Kills: ``health`` dropped from the driver-level layers (both tests ran,
+    the second on the faulty GPU 0)."""
+    assert faulty_gpu_run.root_cause == "gsp-firmware-error", faulty_gpu_run.result.stdout.str()[-3000:]
+    got = outcomes(faulty_gpu_run)
+    assert got["test_two_gpus"][0] == "skipped", got
+    assert "needs 2 GPU(s) the CUDA driver lists" in got["test_two_gpus"][1]
+    assert "blocked: GPU:0 by gsp-firmware-error" in got["test_two_gpus"][1]
+    assert got["test_one_gpu"] == ("passed", "") and seen(faulty_gpu_run)["test_one_gpu"] == [HEALTHY]
+
+
+def test_compute_capability_8_6_is_not_met_by_an_8_0_gpu(faulty_gpu_run: GpucheckRun) -> None:
+    """Promise (marker.py, ``parse_need`` and ``_fits``): ``compute_capability="8.6"`` needs 8.6 or newer, minor
+    version included; an A100 (8.0) does not meet it, and meets "8.0". Kills: the minor version dropped (8.6 met by
+    8.0)."""
+    got = outcomes(faulty_gpu_run)
+    assert got["test_compute_capability_8_6"][0] == "skipped", got
+    assert "compute capability 8.6 or newer" in got["test_compute_capability_8_6"][1]
+    assert "cc 8.0 (too small)" in got["test_compute_capability_8_6"][1]
+    assert got["test_compute_capability_8_0"] == ("passed", ""), got
+
+
+def test_the_gpus_fixture_hands_out_only_usable_gpus(faulty_gpu_run: GpucheckRun) -> None:
+    """Promise (suite.py, the ``gpus`` fixture): "the GPUs this test may use": a marked test's, else every *usable* GPU
+    of this process, never one a fault blocks. Its value is what each test's fixture recorded, the tests that gpucheck
+    then skipped included (their fixtures ran first). Kills: the fixture handing out every GPU, the blocked GPU 0
+    too."""
+    assert seen(faulty_gpu_run) == {name: [HEALTHY] for name in outcomes(faulty_gpu_run)}
+
+
+def test_every_line_of_the_html_summary_is_escaped(faulty_gpu_run: GpucheckRun) -> None:
+    """Promise (htmlreport.py, docs/html-report.md): every text from the machine is escaped before it goes into the
+    page, the summary's lines too (the Cause and Remedy cells have their own test). The page's summary section is static
+    HTML (pytest-html inserts it as it is), so it is read here as text, without a browser. The kernel log's process name
+    and words reach two summary lines (the root cause's cause, the kernel log's record). Kills: a summary line put into
+    the page unescaped."""
+    pytest.importorskip("pytest_html", reason="pytest-html is not installed (the html extra)")
+    assert faulty_gpu_run.path is not None
+    page = (faulty_gpu_run.path / "report.html").read_text()
+    start = page.index('<div class="gpucheck-summary"')
+    section = page[start:page.index("</pre></div>", start)]
+    lines = section.split('<pre class="gpucheck-lines"', 1)[1].split(">", 1)[1].splitlines()
+    assert any(line.lstrip().startswith("cause: The driver wrote") and "Timeout &lt;script&gt;alert(1)&lt;/script&gt;"
+               in line for line in lines), section
+    assert any("Xid 119 on 0000:07:00, &lt;b&gt;nv-hostengine&lt;/b&gt; pid 2357" in line for line in lines), section
+    assert HOSTILE_WORDS not in page and HOSTILE_NAME not in page

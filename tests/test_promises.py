@@ -313,3 +313,34 @@ def test_every_line_of_the_html_summary_is_escaped(faulty_gpu_run: GpucheckRun) 
                in line for line in lines), section
     assert any("Xid 119 on 0000:07:00, &lt;b&gt;nv-hostengine&lt;/b&gt; pid 2357" in line for line in lines), section
     assert HOSTILE_WORDS not in page and HOSTILE_NAME not in page
+
+
+# --- 8. under xdist the controller diagnoses, once ---------------------------------------------------------------------
+
+
+def test_under_xdist_the_machine_is_diagnosed_once_by_the_controller(
+    pytester: pytest.Pytester, run_gpucheck: Callable[..., GpucheckRun], fake_machine: Callable[[dict[str, Any]], Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Promise (docs/ARCHITECTURE.md, gpucheck/shared.py): under ``pytest --gpucheck -n 2`` the controller diagnoses
+    the machine once and the workers judge its facts. The fake libcuda writes a line for each cuInit
+    (``GPUCHECK_FAKE_CUINIT_LOG``): one diagnosis of a machine without TensorFlow is one cuInit, in the CUDA driver
+    probe. The workers still decide the marked tests from that diagnosis (the faulty GPU 0 blocked). Kills: a worker
+    diagnosing the machine itself (``plugin.py`` starting the worker's session without the controller's
+    ``Remote``): three diagnoses on this two-GPU machine, each with its probes."""
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (the test extra)")
+    fake_machine(two_a100s())
+    log = pytester.path / "cuinit.log"
+    monkeypatch.setenv("GPUCHECK_FAKE_CUINIT_LOG", str(log))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makepyfile(test_marked=MARKED)
+    run = run_gpucheck("--gpucheck-framework=none", "-n", "2", "-rs", "test_marked.py")
+    out = run.result.stdout.str()
+    assert run.result.ret == 1 and run.root_cause == "gsp-firmware-error", out[-3000:]
+    assert "2 workers" in out, out[-3000:]
+    inits = log.read_text().splitlines()
+    assert len(inits) == 1 and "gpucheck.probes.driver:probe_cuda_driver" in inits[0], inits
+    seen_by = [json.loads(line) for line in (pytester.path / "seen.jsonl").read_text().splitlines()]
+    assert sorted(e["test"] for e in seen_by) == sorted(
+        ["test_two_gpus", "test_one_gpu", "test_compute_capability_8_6", "test_compute_capability_8_0"])
+    assert all(e["gpus"] == [HEALTHY] for e in seen_by), seen_by

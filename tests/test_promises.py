@@ -10,9 +10,9 @@ the rules over a real diagnosis) it reads there, what only a run shows (the mark
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -24,13 +24,11 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun, SharedRuns
+from conftest import GpucheckRun, SharedRuns, make_fake_machine
 from gpucheck.diagnosis import Result
-from gpucheck.htmlreport import summary_html
 from gpucheck.records import probe, rules
 from gpucheck.records.parse import records, text_line
 from gpucheck.records.report import read_notes
-from gpucheck.report import summary_lines
 from tests.test_kernel_log import LOGS, diagnose, kmsg_text, machine
 from tests.test_merge import gpucheck_merge
 
@@ -46,7 +44,7 @@ SXID_22013 = "sxid-nvtrust-124.log"
 
 def filler(count: int) -> str:
     """``count`` ordinary kmsg records of a boot (the kernel's own words), numbered from 1."""
-    return "".join(f"6,{i},{1_000_000 + i},-;audit: type=1400 apparmor=\"STATUS\"\n" for i in range(1, count + 1))
+    return "".join(f'6,{i},{1_000_000 + i},-;audit: type=1400 apparmor="STATUS"\n' for i in range(1, count + 1))
 
 
 def codes(lines: list[Any]) -> list[int]:
@@ -68,7 +66,10 @@ def test_a_long_kmsg_file_keeps_its_newest_records_and_says_it_cut(tmp_path: Pat
     assert read.source == str(tmp_path / "dev" / "kmsg") and read.records == len(lines) == probe.MAX_RECORDS
     assert 79 in codes(lines) and lines[-1].text == text.splitlines()[-1].partition(";")[2]
     assert read.truncated is True and read.dropped == total - probe.MAX_RECORDS
-    assert f"  truncated: the {read.dropped} oldest record(s) were dropped, the newest {read.records} kept" in read_notes(read)
+    assert (
+        f"  truncated: the {read.dropped} oldest record(s) were dropped, the newest {read.records} kept"
+        in read_notes(read)
+    )
 
 
 def test_the_kernels_dev_kmsg_keeps_its_newest_records_and_says_it_cut(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,7 +151,9 @@ def test_an_xid_on_a_pci_address_no_gpu_has_is_on_no_gpu(fake_machine: Callable[
     assert len(lost) == 1, ids_and_subjects(result)
     assert lost[0].subject is None and lost[0].evidence["gpu"] is None and lost[0].evidence["pci"] == "0000:06:00"
     assert lost[0].summary.startswith("The GPU at PCI 0000:06:00 fell off the bus"), lost[0].summary
-    assert not [f for f in result.findings if f.subject in ("GPU-0", "GPU-1") and f.evidence.get("source") == "kernel log"]
+    assert not [
+        f for f in result.findings if f.subject in ("GPU-0", "GPU-1") and f.evidence.get("source") == "kernel log"
+    ]
 
 
 def test_the_newest_xid_154_recovery_action_wins(fake_machine: Callable[[dict[str, Any]], Path]) -> None:
@@ -162,7 +165,9 @@ def test_the_newest_xid_154_recovery_action_wins(fake_machine: Callable[[dict[st
     text = kmsg_text(XID120_154) + f"3,99,999000000,-;{later}\n"
     [rec] = [r for r in records(text_line(ln.partition(";")[2]) for ln in text.splitlines()) if r.code == 154]
     assert rec.count == 2 and rec.recovery_action == "0x2 (Node Reboot Required)"
-    result = diagnose(fake_machine, machine(["0000:01:00.0"], text, name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition"))
+    result = diagnose(
+        fake_machine, machine(["0000:01:00.0"], text, name="NVIDIA RTX PRO 6000 Blackwell Workstation Edition")
+    )
     [gsp] = [f for f in result.findings if f.id == "gsp-firmware-error"]
     assert gsp.subject == "GPU-0" and gsp.evidence["recovery_action"] == "0x2 (Node Reboot Required)"
     assert gsp.action == "reboot" and "Its recovery action is now 0x2 (Node Reboot Required)" in gsp.cause
@@ -196,7 +201,7 @@ def two_a100s() -> dict[str, Any]:
 
 #: Marked tests that ask the driver's GPUs (framework=None), each recording (from a fixture, which runs before gpucheck
 #: decides whether the test runs) the GPUs the ``gpus`` fixture handed it.
-MARKED = '''
+MARKED = """
 import json
 import pathlib
 
@@ -227,22 +232,26 @@ def test_compute_capability_8_6(seen):
 @pytest.mark.gpu(framework=None, compute_capability="8.0")
 def test_compute_capability_8_0(seen):
     pass
-'''
+"""
 
 
 def html_args() -> tuple[str, ...]:
-    try:
-        import pytest_html  # noqa: F401
-    except ImportError:
-        return ()
-    return ("--html=report.html",)
+    """pytest-html's page of the run, where pytest-html is installed (the html extra)."""
+    return ("--html=report.html",) if importlib.util.find_spec("pytest_html") is not None else ()
 
 
 @pytest.fixture
 def faulty_gpu_run(gpucheck_shared: SharedRuns) -> GpucheckRun:
     """``pytest --gpucheck --gpucheck-framework=none`` of :data:`MARKED` on :func:`two_a100s` (GPU 0 has a GSP fault)."""
-    return gpucheck_shared.run("--gpucheck-framework=none", "-rs", "--junitxml=junit.xml", *html_args(), "test_marked.py",
-                               scenario=two_a100s(), files={"test_marked.py": MARKED})
+    return gpucheck_shared.run(
+        "--gpucheck-framework=none",
+        "-rs",
+        "--junitxml=junit.xml",
+        *html_args(),
+        "test_marked.py",
+        scenario=two_a100s(),
+        files={"test_marked.py": MARKED},
+    )
 
 
 def outcomes(run: GpucheckRun) -> dict[str, tuple[str, str]]:
@@ -307,10 +316,12 @@ def test_every_line_of_the_html_summary_is_escaped(faulty_gpu_run: GpucheckRun) 
     assert faulty_gpu_run.path is not None
     page = (faulty_gpu_run.path / "report.html").read_text()
     start = page.index('<div class="gpucheck-summary"')
-    section = page[start:page.index("</pre></div>", start)]
+    section = page[start : page.index("</pre></div>", start)]
     lines = section.split('<pre class="gpucheck-lines"', 1)[1].split(">", 1)[1].splitlines()
-    assert any(line.lstrip().startswith("cause: The driver wrote") and "Timeout &lt;script&gt;alert(1)&lt;/script&gt;"
-               in line for line in lines), section
+    assert any(
+        line.lstrip().startswith("cause: The driver wrote") and "Timeout &lt;script&gt;alert(1)&lt;/script&gt;" in line
+        for line in lines
+    ), section
     assert any("Xid 119 on 0000:07:00, &lt;b&gt;nv-hostengine&lt;/b&gt; pid 2357" in line for line in lines), section
     assert HOSTILE_WORDS not in page and HOSTILE_NAME not in page
 
@@ -319,7 +330,9 @@ def test_every_line_of_the_html_summary_is_escaped(faulty_gpu_run: GpucheckRun) 
 
 
 def test_under_xdist_the_machine_is_diagnosed_once_by_the_controller(
-    pytester: pytest.Pytester, run_gpucheck: Callable[..., GpucheckRun], fake_machine: Callable[[dict[str, Any]], Path],
+    pytester: pytest.Pytester,
+    run_gpucheck: Callable[..., GpucheckRun],
+    fake_machine: Callable[[dict[str, Any]], Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Promise (docs/ARCHITECTURE.md, gpucheck/shared.py): under ``pytest --gpucheck -n 2`` the controller diagnoses
@@ -342,5 +355,75 @@ def test_under_xdist_the_machine_is_diagnosed_once_by_the_controller(
     assert len(inits) == 1 and "gpucheck.probes.driver:probe_cuda_driver" in inits[0], inits
     seen_by = [json.loads(line) for line in (pytester.path / "seen.jsonl").read_text().splitlines()]
     assert sorted(e["test"] for e in seen_by) == sorted(
-        ["test_two_gpus", "test_one_gpu", "test_compute_capability_8_6", "test_compute_capability_8_0"])
+        ["test_two_gpus", "test_one_gpu", "test_compute_capability_8_6", "test_compute_capability_8_0"]
+    )
     assert all(e["gpus"] == [HEALTHY] for e in seen_by), seen_by
+
+
+# --- 9 and 10. gpucheck doctor's report, written in place of the last one, and gpucheck merge of it ------------------
+
+NVML_SCENARIOS = Path(__file__).parent / "scenarios" / "nvml"
+#: The previous run's report at the path a node's prolog writes every run (a reader may hold it open meanwhile).
+PREVIOUS = '{"schema": "gpucheck-report/1", "verdict": "accelerated", "previous": true}\n'
+
+
+@pytest.fixture(scope="module")
+def doctor_reports(tmp_path_factory: pytest.TempPathFactory, fake_lib_cache: Path) -> dict[str, Any]:
+    """``gpucheck doctor --framework=none --json PATH`` on two NVML scenarios: a healthy DGX H100 node (accelerated) and
+    a card trained at x8 in its Gen4 x16 slot (degraded: pcie-link-degraded). The second PATH held the previous
+    report, with a second name (a hard link) that shows whether the file was replaced or written over."""
+    where = tmp_path_factory.mktemp("doctor")
+    out: dict[str, Any] = {}
+    for host, name in (("node-01", "h100-sxm-8gpu-node"), ("node-02", "gen4-x16-card-trained-at-x8")):
+        scenario = json.loads((NVML_SCENARIOS / f"{name}.json").read_text())
+        path = where / f"{host}.json"
+        if host == "node-02":
+            path.write_text(PREVIOUS)
+            os.link(path, where / "previous.json")
+            out["inode"] = path.stat().st_ino
+        with pytest.MonkeyPatch.context() as mp:
+            make_fake_machine(scenario, where / f"machine-{host}", fake_lib_cache, mp)
+            done = subprocess.run(
+                [sys.executable, "-m", "gpucheck.cli", "doctor", "--framework=none", "--json", str(path)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=where,
+            )
+        out[host] = (done, path)
+    out["previous"] = where / "previous.json"
+    return out
+
+
+def test_doctor_replaces_its_json_report_atomically(doctor_reports: dict[str, Any]) -> None:
+    """Promise (docs/fleets.md, ``doctor --json``: "written atomically"): the report is written to a new file that is
+    then renamed over the old one, so a reader sees the old report or the new one, never half of one. Seen from the
+    outside: the path is a new file (a new inode) holding the new report, and the old file, still reachable by its other
+    name, is untouched. Kills: ``doctor --json`` writing into the existing file (``open(path, "w")``, or
+    ``write_report`` writing a regular file through)."""
+    done, path = doctor_reports["node-02"]
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    report = json.loads(path.read_text())
+    assert report["verdict"] == "degraded" and report["root_cause"]["id"] == "pcie-link-degraded"
+    assert path.stat().st_ino != doctor_reports["inode"]
+    assert doctor_reports["previous"].read_text() == PREVIOUS
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_merge_exits_1_when_a_host_is_degraded(doctor_reports: dict[str, Any], tmp_path: Path) -> None:
+    """Promise (docs/fleets.md): ``gpucheck merge`` "exits 1 when any host is not accelerated, 0 when all are": a
+    degraded host is not accelerated. The two doctor reports, each under its host's name. Kills: merge's exit status
+    counting only not-accelerated hosts (exit 0 with a degraded host)."""
+    paths = []
+    for host in ("node-01", "node-02"):
+        done, path = doctor_reports[host]
+        assert done.returncode == (0 if host == "node-01" else 1), done.stdout[-2000:] + done.stderr
+        report = json.loads(path.read_text())
+        report["environment"]["host"] = host
+        paths.append(tmp_path / f"{host}.json")
+        paths[-1].write_text(json.dumps(report))
+    merged = gpucheck_merge(*paths, "--json", tmp_path / "fleet.json")
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    fleet = json.loads((tmp_path / "fleet.json").read_text())
+    assert fleet["accelerated"] == 1 and fleet["exit_status"] == 1, fleet
+    assert gpucheck_merge(paths[0]).returncode == 0  # the healthy host alone

@@ -396,7 +396,7 @@ def doctor_reports(tmp_path_factory: pytest.TempPathFactory, fake_lib_cache: Pat
 
 
 def test_doctor_replaces_its_json_report_atomically(doctor_reports: dict[str, Any]) -> None:
-    """Promise (docs/fleets.md, ``doctor --json``: "written atomically"): the report is written to a new file that is
+    """Promise (docs/fleets.md: ``--json PATH`` writes the report "atomically"): the report is written to a new file that is
     then renamed over the old one, so a reader sees the old report or the new one, never half of one. Seen from the
     outside: the path is a new file (a new inode) holding the new report, and the old file, still reachable by its other
     name, is untouched. Kills: ``doctor --json`` writing into the existing file (``open(path, "w")``, or

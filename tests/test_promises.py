@@ -232,6 +232,10 @@ def test_compute_capability_8_6(seen):
 @pytest.mark.gpu(framework=None, compute_capability="8.0")
 def test_compute_capability_8_0(seen):
     pass
+
+
+def test_unmarked(seen):
+    pass
 """
 
 
@@ -306,6 +310,14 @@ def test_the_gpus_fixture_hands_out_only_usable_gpus(faulty_gpu_run: GpucheckRun
     assert seen(faulty_gpu_run) == {name: [HEALTHY] for name in outcomes(faulty_gpu_run)}
 
 
+def test_an_unmarked_test_gets_the_usable_gpus_under_framework_none(faulty_gpu_run: GpucheckRun) -> None:
+    """Issue 37, point 8: with --gpucheck-framework=none an unmarked test's ``gpus`` was ``[]`` on a machine with
+    usable GPUs (the fixture asked for TensorFlow's GPUs, which this run does not diagnose). It gets the driver's
+    usable GPU, as the marked ones do."""
+    assert outcomes(faulty_gpu_run)["test_unmarked"] == ("passed", "")
+    assert seen(faulty_gpu_run)["test_unmarked"] == [HEALTHY]
+
+
 def test_every_line_of_the_html_summary_is_escaped(faulty_gpu_run: GpucheckRun) -> None:
     """Promise (htmlreport.py, docs/html-report.md): every text from the machine is escaped before it goes into the
     page, the summary's lines too (the Cause and Remedy cells have their own test). The page's summary section is static
@@ -355,7 +367,7 @@ def test_under_xdist_the_machine_is_diagnosed_once_by_the_controller(
     assert len(inits) == 1 and "gpucheck.probes.driver:probe_cuda_driver" in inits[0], inits
     seen_by = [json.loads(line) for line in (pytester.path / "seen.jsonl").read_text().splitlines()]
     assert sorted(e["test"] for e in seen_by) == sorted(
-        ["test_two_gpus", "test_one_gpu", "test_compute_capability_8_6", "test_compute_capability_8_0"]
+        ["test_two_gpus", "test_one_gpu", "test_compute_capability_8_6", "test_compute_capability_8_0", "test_unmarked"]
     )
     assert all(e["gpus"] == [HEALTHY] for e in seen_by), seen_by
 

@@ -52,6 +52,7 @@ FLOORS: dict[str, int] = {
     # package: its facts on 0, its probes, steps, rules and view on 2, the unit itself on 3, its checks on 8
     "gpucheck.frameworks": 0,
     "gpucheck.frameworks.tensorflow": 3,
+    "gpucheck.frameworks.tensorflow.units": 3,
     "gpucheck.frameworks.tensorflow.facts": 0,
     "gpucheck.frameworks.tensorflow.view": 2,
     "gpucheck.frameworks.tensorflow.process": 2,
@@ -371,7 +372,7 @@ def test_children_run_only_named_probe_functions() -> None:
 def test_the_tensorflow_child_runs_the_steps_the_registry_lists() -> None:
     """Units register steps of the TensorFlow child (``Unit.steps``); the TensorFlow child gets them in
     registry order, and each step's facts come back as a probe outcome of its own."""
-    from gpucheck.frameworks.tensorflow import TENSORFLOW_PROBE
+    from gpucheck.frameworks.tensorflow.units import TENSORFLOW_PROBE
     from gpucheck.settings import Settings
 
     steps = registry.steps(Settings())

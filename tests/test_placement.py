@@ -253,9 +253,9 @@ def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[di
     a crash of gpucheck. The probes are started through the runner the diagnosis uses. Slow: each of the two
     children imports TensorFlow before the fake cuInit aborts it."""
     from gpucheck.facts import ProbeOutcome, from_json
-    from gpucheck.frameworks.tensorflow import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
     from gpucheck.frameworks.tensorflow.facts import MemoryConfigFacts
     from gpucheck.frameworks.tensorflow.rules.memory import memory_rules
+    from gpucheck.frameworks.tensorflow.units import MALLOC_ASYNC_PROBE, MEMORY_GROWTH_PROBE
     from gpucheck.isolation import ChildRunner
     from gpucheck.settings import Settings
     from tests.test_placement_rules import base_facts

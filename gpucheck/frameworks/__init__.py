@@ -9,7 +9,6 @@ that is not built in, and by the registry.
 
 from __future__ import annotations
 
-import importlib.metadata
 from functools import cache
 
 #: The entry-point group of the framework units other distributions add.
@@ -17,7 +16,7 @@ GROUP = "gpucheck.frameworks"
 #: --gpucheck-framework=none: the GPU stack alone.
 NONE = "none"
 #: The built-in framework units: name -> package. Adding one is its package, its catalog ids and this line.
-BUILT_IN: dict[str, str] = {"tensorflow": "gpucheck.frameworks.tensorflow"}
+BUILT_IN: dict[str, str] = {"tensorflow": "gpucheck.frameworks.tensorflow.units"}
 #: What a run diagnoses unless told otherwise.
 DEFAULT = "tensorflow"
 
@@ -25,6 +24,8 @@ DEFAULT = "tensorflow"
 @cache
 def available() -> dict[str, str]:
     """Every framework unit: the built-in ones, then those other distributions register (name -> module)."""
+    import importlib.metadata  # only here: every probe child of a framework unit imports this package
+
     out = dict(BUILT_IN)
     for ep in importlib.metadata.entry_points(group=GROUP):
         out.setdefault(ep.name, ep.value)

@@ -56,6 +56,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.tensorflow.facts": 0,
     "gpucheck.frameworks.tensorflow.view": 2,
     "gpucheck.frameworks.tensorflow.process": 2,
+    "gpucheck.frameworks.tensorflow.imports": 2,
     "gpucheck.frameworks.tensorflow.collective": 3,
     "gpucheck.frameworks.tensorflow.child": 2,
     "gpucheck.frameworks.tensorflow.setup": 2,

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from gpucheck.facts import to_json
+from gpucheck.frameworks.tensorflow.imports import import_tensorflow
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts
 from gpucheck.performance.plan import BENCH_PLAN_ENV, LOGICAL_CPUS, MATPOW_REFERENCES, Spec, from_env
 from gpucheck.protocol import Checkpoint, stage, timeout_from_env
@@ -64,7 +65,7 @@ def probe_performance() -> Iterator[Checkpoint]:
     budget = timeout_from_env() / (len(specs) + 2)
     stage("import tensorflow")
     try:
-        import tensorflow as tf
+        tf: Any = import_tensorflow()
     except Exception as exc:  # noqa: BLE001 - a fact: the benchmarks cannot start
         error = f"{type(exc).__name__}: {exc}"
         yield Checkpoint(to_json(PerformanceFacts(None, (), (), error, True, tuple(s.name for s in specs))), None)

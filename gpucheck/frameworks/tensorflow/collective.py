@@ -24,6 +24,7 @@ from gpucheck.cluster.collective import (
 )
 from gpucheck.cluster.config import MWMS, PSS, tf_config_for
 from gpucheck.cluster.facts import ClusterConfigFacts, CollectiveRun
+from gpucheck.frameworks.tensorflow.imports import import_tensorflow
 
 
 def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) -> tuple[str, Any]:
@@ -31,7 +32,7 @@ def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) ->
     # Read as TensorFlow reads it: TF_CONFIG through TFConfigClusterResolver (the cluster of a Slurm step or
     # of --gpucheck-cluster=JSON is handed over as a TF_CONFIG).
     os.environ["TF_CONFIG"] = tf_config_for(config.jobs, config.task_type or "", config.task_index or 0)
-    import tensorflow as tf
+    tf: Any = import_tensorflow()
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if role == "collective":

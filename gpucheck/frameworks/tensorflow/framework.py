@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from gpucheck.frameworks.tensorflow.facts import FrameworkFacts, TfDevice
+from gpucheck.frameworks.tensorflow.imports import import_tensorflow
 from gpucheck.protocol import stage
 
 
@@ -31,7 +32,7 @@ def _error(exc: BaseException) -> str:
 def probe_framework() -> FrameworkFacts:
     stage("import tensorflow")
     try:
-        import tensorflow as tf
+        tf: Any = import_tensorflow()
     except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
         return FrameworkFacts(False, _error(exc), None, None, {}, None, (), (), None)
     location = getattr(tf, "__file__", None) or ", ".join(getattr(tf, "__path__", []))

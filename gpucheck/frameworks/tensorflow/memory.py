@@ -25,6 +25,7 @@ from gpucheck.frameworks.tensorflow.common import (
     tf_message,
 )
 from gpucheck.frameworks.tensorflow.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts
+from gpucheck.frameworks.tensorflow.imports import import_tensorflow
 from gpucheck.frameworks.tensorflow.setup import Nvml, TfContext, memory_limit_for
 from gpucheck.pci import pci_key
 from gpucheck.probes.nvml import memory_snapshot
@@ -153,7 +154,7 @@ def _tf_process(
     device creation: where TensorFlow aborts, its last lines reach the parent through the pipe."""
     stage("import tensorflow")
     try:
-        import tensorflow as tf
+        tf: Any = import_tensorflow()
     except Exception as exc:  # noqa: BLE001 - the framework probe reports it; here nothing could be tried
         facts = MemoryConfigFacts(name, setting, None, None, (), (), not_checked=f"TensorFlow cannot be imported: {exc}")
         return None, [], [], facts, None

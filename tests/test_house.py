@@ -110,9 +110,12 @@ FLOORS: dict[str, int] = {
     "gpucheck.cli": 8,
 }
 #: The units that are packages: nothing imports their modules but themselves and the registry.
-UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records", "gpucheck.frameworks.tensorflow")
-#: The framework units (a package each under ``gpucheck.frameworks``): none imports another.
-FRAMEWORK_UNITS = tuple(u for u in UNIT_PACKAGES if u.startswith("gpucheck.frameworks."))
+#: The framework units: every package under ``gpucheck/frameworks/`` (found on disk, so a new one is one at once):
+#: none imports another, and nothing outside one imports its modules.
+FRAMEWORK_UNITS = tuple(
+    f"gpucheck.frameworks.{init.parent.name}" for init in sorted(PACKAGE.glob("frameworks/*/__init__.py"))
+)
+UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records", *FRAMEWORK_UNITS)
 #: What a framework unit may import of the units it measures for: their contracts with whoever measures (the
 #: facts it fills, the plan it is handed, the cluster configuration it runs), never their rules or rendering.
 CONTRACTS = (
@@ -260,6 +263,7 @@ def test_nothing_imports_a_units_internals_but_the_unit_and_the_registry() -> No
 
 
 def test_no_framework_unit_imports_another() -> None:
+    assert "gpucheck.frameworks.tensorflow" in FRAMEWORK_UNITS
     wrong = [
         f"{name} imports {dep}"
         for name, deps in graph().items()

@@ -69,6 +69,8 @@ class GpucheckSession:
         #: Whether collection ran to its end (pytest_collection_modifyitems is not called when interrupted).
         self._collected = False
         self._outcomes: dict[str, dict[str, Any]] = {}
+        #: Checks whose worker died while they ran (xdist's crash report): the report is then not complete.
+        self._lost: list[str] = []
         self._written = False
         #: Why the report could not be written at the end, if it could not.
         self._write_error: str | None = None
@@ -244,10 +246,23 @@ class GpucheckSession:
         return rep
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """The controller of an xdist run: the checks' outcomes, from its workers' reports."""
+        """The controller of an xdist run: the checks' outcomes, from its workers' reports. A check whose worker died
+        while it ran has only the report xdist makes of the crash (``when == "???"``): it is recorded as failed,
+        with why, and the report says ``complete: false`` (what the check would have said is not known)."""
         entry = getattr(report, "gpucheck_check", None)
-        if self.role == "controller" and isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
+        if self.role != "controller":
+            return
+        if isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
             self._outcomes[entry["nodeid"]] = entry
+        elif str(report.when) == "???" and report.failed and self._is_check(report.nodeid):
+            text = one_line(str(report.longrepr or "its worker crashed"))[:300]
+            self._outcomes[report.nodeid] = {"nodeid": report.nodeid, "outcome": "failed", "finding_ids": [], "crashed": text}
+            self._lost.append(report.nodeid)
+
+    def _is_check(self, nodeid: str) -> bool:
+        """Whether ``nodeid`` is one of gpucheck's checks (its file is one the registry names for this run)."""
+        path = nodeid.split("::", 1)[0]
+        return any(path == str(f) or str(f).endswith("/" + path) for f in check_files(self.settings))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         tr = terminalreporter
@@ -282,7 +297,8 @@ class GpucheckSession:
         if self.settings.json is None or self._result is None:
             return
         try:
-            report.write_json(self.settings.json, self._result, list(self._outcomes.values()), self.settings)
+            result = replace(self._result, complete=False) if self._lost else self._result
+            report.write_json(self.settings.json, result, list(self._outcomes.values()), self.settings)
         except OSError as exc:
             # Checked at start-up; this is a disk that filled or a directory removed meanwhile.
             # The message is the sentence ("cannot write the report to PATH: why"); on a line of its own.

@@ -47,15 +47,45 @@ def by_layer(layers: list[dict[str, Any]]) -> dict[str, str]:
     return {entry["layer"]: entry["state"] for entry in layers}
 
 
+#: Two marked tests, one per framework, each writing down the GPUs the ``gpus`` fixture handed it.
+MARKED = """
+import pathlib
+
+import pytest
+
+
+def record(request, gpus):
+    with open(pathlib.Path(__file__).parent / "seen.txt", "a") as out:
+        out.write(request.node.name + " " + ",".join(g.device for g in gpus) + "\\n")
+
+
+@pytest.mark.gpu(framework="numpy")
+def test_on_numpy(request, gpus):
+    record(request, gpus)
+
+
+@pytest.mark.gpu(framework="tensorflow")
+def test_on_tensorflow(request, gpus):
+    record(request, gpus)
+"""
+
+
 def test_a_framework_unit_runs_beside_tensorflow_with_layer_states_of_its_own(
-    numpy_unit: Path, fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+    numpy_unit: Path,
+    pytester: pytest.Pytester,
+    fake_machine: Callable[[dict[str, Any]], Path],
+    run_gpucheck: Callable[..., GpucheckRun],
 ) -> None:
     """On the fake H100 (whose fakes run no kernel), TensorFlow's numerics break its placement layer; NumPy's
     questions, answered on the CPU, read ok beside it. The run's verdict is the worse, its root cause the lower."""
     fake_machine(H100)
-    run = run_gpucheck("--gpucheck-framework=tensorflow,numpy")
+    pytester.makepyfile(test_marked=MARKED)
+    run = run_gpucheck("--gpucheck-framework=tensorflow,numpy", "-rs", ".", "test_marked.py")
     out = run.result.stdout.str()
     assert set(run.report["frameworks"]) == {"tensorflow", "numpy"}, out
+    # A test marked for the new framework gets its GPUs (what its view says it registers), as TensorFlow's does.
+    seen = dict(line.split(" ", 1) for line in (pytester.path / "seen.txt").read_text().splitlines())
+    assert seen == {"test_on_numpy": "/GPU:0", "test_on_tensorflow": "/GPU:0"}, (seen, out[-2000:])
     tf, np = run.report["frameworks"]["tensorflow"], run.report["frameworks"]["numpy"]
     assert by_layer(tf["layers"])["placement"] == "broken" and tf["root_cause"] == "numerical-mismatch", tf
     assert by_layer(np["layers"])["framework"] == "ok" and by_layer(np["layers"])["placement"] == "ok", np

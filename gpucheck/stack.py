@@ -25,7 +25,7 @@ UNITS: tuple[Unit, ...] = (
             LayerRule("kernel", host.kernel_rules),
             LayerRule("visibility", visibility.visibility_rules),
         ),
-        checks=(CheckFile("hardware", "checks/checks_stack.py"),),
+        checks=(CheckFile("hardware", "checks/checks_host.py"), CheckFile("visibility", "checks/checks_visibility.py")),
     ),
     # One NVML reading answers visibility (lost GPUs, MIG, compute mode), resources (memory headroom) and
     # health (ECC, clocks, PCIe, P2P); its rules are listed at the lowest of them.
@@ -38,6 +38,6 @@ UNITS: tuple[Unit, ...] = (
             LayerRule("visibility", devicemap.device_map_rules),
         ),
         not_checked=nvml.not_checked,
-        checks=(CheckFile("visibility", "checks/checks_nvml.py"),),
+        checks=(CheckFile("driver", "checks/checks_driver.py"), CheckFile("visibility", "checks/checks_nvml.py")),
     ),
 )

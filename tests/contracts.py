@@ -68,7 +68,7 @@ def _other_gpu(a: str | None, b: str | None) -> bool:
 
 @cache
 def _check_modules() -> dict[str, str]:
-    """Check file name -> importable module (``checks_stack.py`` -> ``gpucheck.checks.checks_stack``)."""
+    """Check file name -> importable module (``checks_host.py`` -> ``gpucheck.checks.checks_host``)."""
     out = {}
     for path in PACKAGE.rglob("checks_*.py"):
         rel = path.relative_to(PACKAGE.parent).with_suffix("")

@@ -72,7 +72,7 @@ def test_needs_tensorflow_reads_the_questions() -> None:
     assert needs_tensorflow(question_of("checks_framework.py::test_tensorflow_registers_gpus"))
     assert needs_tensorflow(question_of("checks_libraries.py::test_cudnn_loads"))
     assert needs_tensorflow(question_of("checks_memory.py::test_memory_settings_apply"))  # a resource needing TF
-    assert not needs_tensorflow(question_of("checks_stack.py::test_nvidia_gpu_on_pci_bus"))
+    assert not needs_tensorflow(question_of("checks_host.py::test_nvidia_gpu_on_pci_bus"))
     assert not needs_tensorflow(question_of("checks_nvml.py::test_memory_headroom[GPU-0]"))
 
 

@@ -366,7 +366,7 @@ def test_skips_name_the_check_and_junit_has_the_verdict(driverless_run: Gpucheck
     out = result.stdout.str()
     assert "session.py" not in out and "decision.py" not in out
     skipped = [ln for ln in out.splitlines() if ln.startswith("SKIPPED")]
-    assert any("checks_stack.py:" in ln and "blocked by no-nvidia-gpu" in ln for ln in skipped), skipped
+    assert any("checks_host.py:" in ln and "blocked by no-nvidia-gpu" in ln for ln in skipped), skipped
     assert len(skipped) >= 20, skipped  # not folded into one "[30] ... blocked by" line
     suite = next(ET.parse(xml).getroot().iter("testsuite"))
     props = {p.get("name"): p.get("value") for p in suite.find("properties") or []}
@@ -374,7 +374,7 @@ def test_skips_name_the_check_and_junit_has_the_verdict(driverless_run: Gpucheck
     assert props["gpucheck.root_cause"] == "no-nvidia-gpu" and props["gpucheck.root_cause.layer"] == "hardware"
     case = next(tc for tc in ET.parse(xml).getroot().iter("testcase") if tc.get("name") == "test_libcuda_loads")
     skip = case.find("skipped")
-    assert skip is not None and re.search(r"checks_stack\.py:\d+: blocked by no-nvidia-gpu$", skip.text or ""), skip
+    assert skip is not None and re.search(r"checks_driver\.py:\d+: blocked by no-nvidia-gpu$", skip.text or ""), skip
 
 
 def test_junit_suite_properties_under_xdist(

@@ -31,7 +31,7 @@ from gpucheck.protocol import stage
 from gpucheck.records.driverlog import driver_records
 from gpucheck.records.facts import FabricFacts, KernelLogRead, RecordsFacts
 from gpucheck.records.nvlink5 import nvlink_records
-from gpucheck.records.parse import Line, kmsg_record, parse_records, text_line
+from gpucheck.records.parse import KEPT, Line, kmsg_record, read_records, text_line
 
 #: How long each command (journalctl, dmesg, systemctl, nv-fabricmanager --version) may take.
 COMMAND_TIMEOUT_S = 10.0
@@ -58,11 +58,14 @@ def probe_records() -> RecordsFacts:
     root = host_root()
     stage("kernel log")
     log, lines = read_kernel_log(root)
-    xids, unreadable = parse_records(lines)
+    # Bounded here, as parsed: what the child writes, the parent reads back and the rules judge stays the same size
+    # however many processes the log names (the newest records of each code and device, the others counted).
+    xids = read_records(lines, KEPT)
     stage("fabric manager")
     nvlink, follow_ups = nvlink_records(lines)
-    return RecordsFacts(replace(log, unreadable=unreadable), xids, fabric_state(root), driver=driver_records(lines),
-                        nvlink=nvlink, follow_ups=follow_ups)
+    return RecordsFacts(replace(log, unreadable=xids.unreadable), xids.xids, fabric_state(root),
+                        driver=driver_records(lines), nvlink=nvlink, follow_ups=follow_ups, kept=KEPT,
+                        dropped=xids.dropped, application_processes=xids.application_processes)
 
 
 # --- the kernel log -----------------------------------------------------------------------------------------------

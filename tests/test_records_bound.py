@@ -94,6 +94,19 @@ def test_follow_ups_are_dropped_apart_and_say_so() -> None:
     assert [p.processes for p in read.application_processes] == [100]
 
 
+def test_thousands_of_codes_not_in_the_catalog_are_counted_together() -> None:
+    """A code has up to 6 digits: of each device the child keeps the newest ``KEPT`` codes NVIDIA's catalog does not
+    have, and counts the others together (what it dropped of their processes included); catalogued codes stay."""
+    messages = [f"NVRM: Xid (PCI:0000:07:00): {1000 + c}, pid={10_000 + p}, name=x, y" for p in range(30) for c in range(100)]
+    read = read_records(lines([XID119, *messages, XID79]))
+    assert sorted({r.code for r in read.xids}) == [79, 119, *range(1000 + 100 - KEPT, 1100)]
+    assert len(read.xids) == 2 + KEPT * KEPT
+    (folded,) = read.uncatalogued
+    assert (folded.device, folded.codes) == ("0000:07:00", 100 - KEPT)
+    assert (folded.records, folded.count) == ((100 - KEPT) * 30, (100 - KEPT) * 30)
+    assert sorted((d.code, d.records) for d in read.dropped) == [(c, 30 - KEPT) for c in range(1100 - KEPT, 1100)]
+
+
 @pytest.fixture
 def both(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str]], tuple[list[Any], list[Any]]]:
     """The records rules over the facts of a real diagnosis of a fake one-GPU machine, the kernel log's records those of
@@ -115,7 +128,7 @@ def both(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str]]
         every = replace(base.facts, xids=parse_records(lines(messages))[0])
         read = read_records(lines(messages))
         kept = replace(base.facts, xids=read.xids, kept=KEPT, dropped=read.dropped,
-                       application_processes=read.application_processes)
+                       application_processes=read.application_processes, uncatalogued=read.uncatalogued)
         judged = [records_rules(facts.with_field(FIELD, replace(base, facts=f)), settings) for f in (every, kept)]
         return judged[0], judged[1]
 
@@ -123,9 +136,10 @@ def both(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str]]
 
 
 def counts(findings: list[Any]) -> list[tuple[Any, ...]]:
-    """What a finding counts: its id and severity, its records, its codes' counts, the times and the processes its
-    words count ("16000 times this boot", "and 15980 more")."""
-    return [(f.id, f.severity, f.evidence.get("records"), f.evidence.get("codes"),
+    """What a finding counts: its id and severity, its records, its listed codes' counts (which codes it lists, the
+    first 20 kept, differs: the newest are kept), the times and the processes or codes its words count ("16000 times
+    this boot", "and 15980 more")."""
+    return [(f.id, f.severity, f.evidence.get("records"), sorted(f.evidence.get("codes", {}).values()),
              re.findall(r"(\d+) times? this boot", f.summary), re.findall(r"and (\d+) more", f.summary))
             for f in findings]
 
@@ -140,6 +154,9 @@ MIXES: dict[str, Callable[[], list[str]]] = {
     "13 and 43": lambda: [m for i in range(3_000) for m in (XID13.format(pid=10_000 + i), XID43.format(pid=10_000 + i))],
     "154 after": lambda: [*faulting_processes(16_000), XID154],
     "45 after 13": lambda: [m for i in range(3_000) for m in (XID13.format(pid=10_000 + i), XID45.format(pid=10_000 + i))],
+    "codes and 154": lambda: [*unknown_codes(8_000), XID154],
+    "codes from many": lambda: [f"NVRM: Xid (PCI:0000:07:00): {1000 + c}, pid={10_000 + p}, name=x, y"
+                                for p in range(40) for c in range(100)],
     "unknown code from many": lambda: [f"NVRM: Xid (PCI:0000:07:00): 999, pid={10_000 + i}, name=x, y" for i in range(900)],
 }
 
@@ -184,7 +201,8 @@ def test_the_rules_cost_no_more_for_16000_processes_than_for_1000(
         assert facts is not None and base is not None and base.facts is not None
         read = read_records(lines(faulting_processes(n)))
         these = facts.with_field(FIELD, replace(base, facts=replace(
-            base.facts, xids=read.xids, kept=KEPT, dropped=read.dropped, application_processes=read.application_processes)))
+            base.facts, xids=read.xids, kept=KEPT, dropped=read.dropped, application_processes=read.application_processes,
+            uncatalogued=read.uncatalogued)))
         return lambda: records_rules(these, settings)
 
     small, large = calls(judge(1_000)), calls(judge(16_000))

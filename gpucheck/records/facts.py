@@ -66,6 +66,20 @@ class XidDropped:
 
 
 @dataclass(frozen=True)
+class XidCodes:
+    """The Xid records of one device whose codes NVIDIA's catalog does not have, beyond the newest ``RecordsFacts.kept``
+    such codes (a code has up to 6 digits: a log can name thousands), counted together, exactly: their codes, the
+    gathered records and the log's records (lines)."""
+
+    device: str
+    codes: int
+    records: int
+    count: int
+    first_s: float | None
+    last_s: float | None
+
+
+@dataclass(frozen=True)
 class XidProcesses:
     """The distinct processes named by one GPU's records of the codes a user program causes (NVIDIA's catalog, class
     ``application``, not ``owned``), kept or dropped: given for each GPU some of whose such records were dropped."""
@@ -201,6 +215,8 @@ class RecordsFacts:
     kept: int | None = None
     dropped: tuple[XidDropped, ...] = ()
     application_processes: tuple[XidProcesses, ...] = ()
+    #: Per device, the records of the codes not in NVIDIA's catalog beyond the newest ``kept`` of them.
+    uncatalogued: tuple[XidCodes, ...] = ()
 
 
 def outcome(facts: Facts) -> ProbeOutcome[RecordsFacts] | None:

@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from gpucheck.records.catalog import APPLICATION, owned, xid_class
-from gpucheck.records.facts import XidDropped, XidProcesses, XidRecord, process_label
+from gpucheck.records.catalog import APPLICATION, owned, xid_class, xid_entry
+from gpucheck.records.facts import XidCodes, XidDropped, XidProcesses, XidRecord, process_label
 
 #: A PCI address as the driver writes it: ``0000:07:00`` (a GPU: domain, bus, device), ``0000:04:00.0`` (an NVSwitch,
 #: with its function), an 8-digit domain as NVML pads it. Nothing else: ``PCI:...``, ``:::`` or a run of hex digits is no
@@ -113,6 +113,7 @@ class XidRead:
     dropped: tuple[XidDropped, ...]
     application_processes: tuple[XidProcesses, ...]
     unreadable: int
+    uncatalogued: tuple[XidCodes, ...] = ()
 
 
 def parse_records(lines: Iterable[Line]) -> tuple[tuple[XidRecord, ...], int]:
@@ -154,8 +155,34 @@ def read_records(lines: Iterable[Line], keep: int = KEPT) -> XidRead:
                 and xid_class(r.code) == APPLICATION:
             labels.setdefault(r.device, set()).add(process_label(r))
     processes = tuple(XidProcesses(device, len(names)) for device, names in labels.items())
+    # Codes NVIDIA's catalog does not have (one finding for them all, ``records.rules``): of each device, the records
+    # of the newest ``keep`` such codes are kept, the others counted together, what was dropped of them included.
+    newest_of: dict[str, dict[int, int]] = {}
+    keys_of: dict[str, list[_Key]] = {}
+    for k, r in found.items():
+        if r.kind == "Xid" and not owned(r) and not xid_entry(r.code):
+            codes = newest_of.setdefault(r.device, {})
+            codes[r.code] = max(codes.get(r.code, -1), last[k])
+            keys_of.setdefault(r.device, []).append(k)
+    folded: list[XidCodes] = []
+    for device, codes in newest_of.items():
+        if len(codes) <= keep:
+            continue
+        newest_codes = set(heapq.nlargest(keep, codes, key=codes.__getitem__))
+        old = [k for k in keys_of[device] if found[k].code not in newest_codes and k not in gone]
+        gone.update(old)
+        rs = [found[k] for k in old]
+        folds = {d for d in dropped if d.kind == "Xid" and not d.owned and d.device == device and d.code in codes
+                 and d.code not in newest_codes}
+        more = [d for d in dropped if d in folds]
+        dropped = [d for d in dropped if d not in folds]
+        firsts = [s for s in [r.first_s for r in rs] + [d.first_s for d in more] if s is not None]
+        lasts = [s for s in [r.last_s for r in rs] + [d.last_s for d in more] if s is not None]
+        folded.append(XidCodes(device, len(codes) - keep, len(rs) + sum(d.records for d in more),
+                               sum(r.count for r in rs) + sum(d.count for d in more), min(firsts, default=None),
+                               max(lasts, default=None)))
     kept = tuple(r for k, r in found.items() if k not in gone)
-    return XidRead(kept, tuple(dropped), processes, unreadable)
+    return XidRead(kept, tuple(dropped), processes, unreadable, tuple(folded))
 
 
 def _gather(lines: Iterable[Line]) -> tuple[dict[_Key, XidRecord], dict[_Key, int], int]:

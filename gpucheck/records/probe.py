@@ -5,7 +5,11 @@ for the next message for ever), else from ``journalctl -k -b``, else from ``dmes
 killed with its process group. Every source is read to its end, keeping its newest records (a ring): at most
 ``MAX_RECORDS`` of them and ``_MAX_OUTPUT`` bytes, held while reading, never more; a line longer than any record of the
 kernel's is skipped and counted, and a device that does not end is read no further than ``_MAX_DEVICE_READ`` and said
-to be unfinished. Below a ``GPUCHECK_HOST_ROOT`` other than ``/`` only that view's ``dev/kmsg`` is read
+to be unfinished. Of the Xid records parsed, the child keeps (``parse.read_records``) the newest ``parse.KEPT``
+processes of each code on each device and the newest ``KEPT`` codes NVIDIA's catalog does not have, and counts the
+others exactly (``RecordsFacts.dropped``, ``uncatalogued``, ``application_processes``): what it writes, the parent
+reads back and the rules judge is bounded however many processes a log names, and a record naming no process (an
+Xid 79, 119, an SXid) is always kept. Below a ``GPUCHECK_HOST_ROOT`` other than ``/`` only that view's ``dev/kmsg`` is read
 (a regular file of kmsg records in tests): the commands would read this machine's log, not the view's. It runs in a
 child process with a time limit, so a read stuck in the kernel cannot hang the run either.
 """
@@ -65,7 +69,8 @@ def probe_records() -> RecordsFacts:
     nvlink, follow_ups = nvlink_records(lines)
     return RecordsFacts(replace(log, unreadable=xids.unreadable), xids.xids, fabric_state(root),
                         driver=driver_records(lines), nvlink=nvlink, follow_ups=follow_ups, kept=KEPT,
-                        dropped=xids.dropped, application_processes=xids.application_processes)
+                        dropped=xids.dropped, application_processes=xids.application_processes,
+                        uncatalogued=xids.uncatalogued)
 
 
 # --- the kernel log -----------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from gpucheck.pci import BusId, pci_key
 from gpucheck.records.catalog import owned, xid_class
 from gpucheck.records.catalog import xid_catalog as xid_catalog
 from gpucheck.records.catalog import xid_entry as xid_entry
-from gpucheck.records.facts import FabricFacts, RecordsFacts, XidDropped, XidRecord, process_label
+from gpucheck.records.facts import FabricFacts, RecordsFacts, XidCodes, XidDropped, XidRecord, process_label
 from gpucheck.records.facts import outcome as outcome_of
 from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, child_evidence, label, nvswitches
 from gpucheck.rules.nvlink import nvlink_rules
@@ -71,16 +71,19 @@ def records_rules(facts: Facts, settings: Settings) -> list[Finding]:
         if d.kind == "Xid" and not d.owned:
             dropped.setdefault(d.device, {})[d.code] = d
     processes = {p.device: p.processes for p in rf.application_processes}
+    folded = {c.device: c for c in rf.uncatalogued}
     nvlink_now = _nvlink_down_now(facts, settings)
     # NVML's GPUs first; a log that names more PCI addresses than any machine has GPUs is judged for the first
     # MAX_DEVICES of them, the others are one note: the findings stay bounded whatever the log holds.
     ordered = sorted(devices, key=lambda d: _gpu_of(facts, d) is None)
     for device in ordered[:MAX_DEVICES]:
-        out += _gpu_findings(facts, device, devices[device], nvlink_now, dropped.get(device, {}), processes.get(device))
+        out += _gpu_findings(facts, device, devices[device], nvlink_now, dropped.get(device, {}), processes.get(device),
+                             folded.get(device))
     if len(ordered) > MAX_DEVICES:
         rest = ordered[MAX_DEVICES:]
-        out.append(_too_many_devices([r for d in rest for r in devices[d]], len(ordered),
-                                     [x for d in rest for x in dropped.get(d, {}).values()]))
+        more: list[XidDropped | XidCodes] = [x for d in rest for x in dropped.get(d, {}).values()]
+        more += [c for d in rest for c in _folded(folded.get(d))]
+        out.append(_too_many_devices([r for d in rest for r in devices[d]], len(ordered), more))
     out += _sxid_findings(facts, rf)
     return out
 
@@ -92,12 +95,16 @@ def _more(rs: list[XidRecord], dropped: Mapping[int, XidDropped]) -> list[XidDro
     return [dropped[c] for c in codes if c in dropped]
 
 
-def _records(rs: list[XidRecord], more: list[XidDropped]) -> int:
+def _folded(codes: XidCodes | None) -> list[XidCodes]:
+    return [codes] if codes is not None else []
+
+
+def _records(rs: list[XidRecord], more: Sequence[XidDropped | XidCodes]) -> int:
     """How many gathered records (one per code, device and process) ``rs`` and ``more`` are: exact."""
     return len(rs) + sum(d.records for d in more)
 
 
-def _too_many_devices(rest: list[XidRecord], devices: int, more: list[XidDropped]) -> Finding:
+def _too_many_devices(rest: list[XidRecord], devices: int, more: list[XidDropped | XidCodes]) -> Finding:
     """``xid-recorded``: the records of the PCI addresses past the first :data:`MAX_DEVICES`, counted."""
     return finding(
         "xid-recorded",
@@ -217,9 +224,11 @@ def _nvlink_down_now(facts: Facts, settings: Settings) -> frozenset[str]:
 
 
 def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: frozenset[str],
-                  dropped: Mapping[int, XidDropped] = _NONE_DROPPED, processes: int | None = None) -> list[Finding]:
+                  dropped: Mapping[int, XidDropped] = _NONE_DROPPED, processes: int | None = None,
+                  folded: XidCodes | None = None) -> list[Finding]:
     """One GPU's findings from its records (``dropped``: its records the child did not keep, by code; ``processes``:
-    the distinct processes its application-fault records name, kept or not, where some were dropped)."""
+    the distinct processes its application-fault records name, kept or not, where some were dropped; ``folded``: its
+    records of codes not in NVIDIA's catalog beyond those kept, counted together)."""
     gpu = _gpu_of(facts, device)
     subject = gpu.id if gpu is not None else None
     who = label(gpu) if gpu is not None else f"The GPU at PCI {device}"
@@ -251,7 +260,7 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: 
     if out or any(_kind(r) == "gpu-lost" for r in recs):
         return out
     if pending:
-        return [_recovery_required(who, recs, action or "", base, subject, dropped)]
+        return [_recovery_required(who, recs, action or "", base, subject, dropped, folded)]
     named = [r for r in apps if r.pid is not None or r.process is not None]
     if named and not others:
         out.append(_application(who, named, base, subject, dropped, processes))
@@ -261,7 +270,8 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: 
     by_code: dict[int | None, list[XidRecord]] = {}
     for r in others + unnamed:
         by_code.setdefault(r.code if xid_entry(r.code) else None, []).append(r)
-    out += [_recorded(who, rs, base, subject, dropped) for rs in by_code.values()]
+    out += [_recorded(who, rs, base, subject, dropped, folded if code is None else None)
+            for code, rs in by_code.items()]
     return out
 
 
@@ -272,7 +282,7 @@ def _nvml_says_as_much(gpu: Any, rs: list[XidRecord]) -> bool:
     return bool(nvml) and (nvml[0].severity is Severity.BLOCKER or not _ECC_BLOCKERS & {r.code for r in rs})
 
 
-def _when(rs: list[XidRecord], more: Sequence[XidDropped] = ()) -> str:
+def _when(rs: list[XidRecord], more: Sequence[XidDropped | XidCodes] = ()) -> str:
     count = sum(r.count for r in rs) + sum(d.count for d in more)
     spans = [(r.first_s, r.last_s) for r in rs] + [(d.first_s, d.last_s) for d in more]
     stamps = [s for span in spans for s in span if s is not None]
@@ -328,9 +338,11 @@ def _cause(cause: str, who: str, rs: list[XidRecord], evidence: dict[str, Any], 
 
 
 def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[str, Any], subject: str | None,
-                       dropped: Mapping[int, XidDropped]) -> Finding:
+                       dropped: Mapping[int, XidDropped], folded: XidCodes | None) -> Finding:
     others = list({r.code: r for r in recs if r.code != 154}.values())
-    after = _first([f"Xid {r.code}" for r in others]) or "no other Xid in this boot's log"
+    more: list[XidDropped | XidCodes] = [*_more(recs, dropped), *_folded(folded)]
+    after = _first([f"Xid {r.code}" for r in others], len(others) + (folded.codes if folded else 0)) or (
+        "no other Xid in this boot's log")
     return finding(
         "xid-recovery-required",
         Severity.BLOCKER,
@@ -339,8 +351,7 @@ def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[
         "hangs. " + "; ".join(f"Xid {r.code} ({xid_entry(r.code).get('description', '?')})" for r in others[:LISTED]),
         remedy="Drain the GPU and do what the driver asks: reset the GPU (`sudo nvidia-smi -r -i <gpu>`) for "
         "'GPU Reset Required', reboot the node for 'Node Reboot Required'.",
-        evidence={**base, "xids": [_record_json(r) for r in recs[:LISTED]],
-                  "records": _records(recs, _more(recs, dropped))},
+        evidence={**base, "xids": [_record_json(r) for r in recs[:LISTED]], "records": _records(recs, more)},
         subject=subject,
     )
 
@@ -374,15 +385,16 @@ def _first(names: list[str], total: int | None = None) -> str:
 
 
 def _recorded(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None,
-              dropped: Mapping[int, XidDropped]) -> Finding:
-    """The note of one code NVIDIA's catalog has, or of every code it has not, on one GPU, with their counts."""
+              dropped: Mapping[int, XidDropped], folded: XidCodes | None = None) -> Finding:
+    """The note of one code NVIDIA's catalog has, or of every code it has not, on one GPU, with their counts
+    (``folded``: the records of codes not in the catalog beyond those kept, counted together)."""
     r = rs[0]
-    more = _more(rs, dropped)
-    counted = {d.code: d.count for d in more}
+    counted = {d.code: d.count for d in _more(rs, dropped)}
+    more: list[XidDropped | XidCodes] = [*_more(rs, dropped), *_folded(folded)]
     entry = xid_entry(r.code)
     codes = list(dict.fromkeys(x.code for x in rs))
     what = (f"Xid {r.code} ({entry['description']})" if entry.get("description") else
-            f"Xid {_first([str(c) for c in codes])} (not in NVIDIA’s catalog)")
+            f"Xid {_first([str(c) for c in codes], len(codes) + (folded.codes if folded else 0))} (not in NVIDIA’s catalog)")
     return finding(
         "xid-recorded",
         Severity.INFO,

@@ -39,6 +39,55 @@ class XidRecord:
     fatal: bool = False
 
 
+def process_label(r: XidRecord) -> str:
+    """How a finding names the process of a record (``python3 (pid 48213)``): two records of one label are one
+    process."""
+    return f"{r.process or '?'} (pid {r.pid})" if r.pid is not None else str(r.process)
+
+
+@dataclass(frozen=True)
+class XidDropped:
+    """The records of one code on one device that ``RecordsFacts.xids`` does not keep: where more than
+    ``RecordsFacts.kept`` processes have records of it, the newest ``kept`` (by their last record) are kept and the
+    others counted here, exactly. A record that names no process is always kept (one per code and device)."""
+
+    kind: str
+    code: int
+    device: str
+    #: The gathered records not kept (one per process), and the log's records (lines) they gathered.
+    records: int
+    count: int
+    #: Seconds since boot of the first and the last of them.
+    first_s: float | None
+    last_s: float | None
+    #: Xid 144-150, and Xid 45 records that name the Xid they followed (``records.catalog.owned``): judged from
+    #: ``nvlink`` and ``follow_ups``, never as records of their own.
+    owned: bool = False
+
+
+@dataclass(frozen=True)
+class XidCodes:
+    """The Xid records of one device whose codes NVIDIA's catalog does not have, beyond the newest ``RecordsFacts.kept``
+    such codes (a code has up to 6 digits: a log can name thousands), counted together, exactly: their codes, the
+    gathered records and the log's records (lines)."""
+
+    device: str
+    codes: int
+    records: int
+    count: int
+    first_s: float | None
+    last_s: float | None
+
+
+@dataclass(frozen=True)
+class XidProcesses:
+    """The distinct processes named by one GPU's records of the codes a user program causes (NVIDIA's catalog, class
+    ``application``, not ``owned``), kept or dropped: given for each GPU some of whose such records were dropped."""
+
+    device: str
+    processes: int
+
+
 @dataclass(frozen=True)
 class KernelLogRead:
     """Where this boot's kernel log was read from, or why it could not be."""
@@ -151,6 +200,8 @@ class FollowUp:
 @dataclass(frozen=True)
 class RecordsFacts:
     log: KernelLogRead
+    #: The Xid and SXid records gathered by (kind, code, device, process), in the order first seen: at most ``kept``
+    #: of each code on each device (``dropped``).
     xids: tuple[XidRecord, ...] = ()
     #: None where no NVSwitch is on the PCI bus.
     fabric: FabricFacts | None = None
@@ -159,6 +210,13 @@ class RecordsFacts:
     #: Blackwell's NVLink records (Xid 144-150) one by one, and the Xid 45 records that name the Xid they followed.
     nvlink: tuple[NvlinkXid, ...] = ()
     follow_ups: tuple[FollowUp, ...] = ()
+    #: At most this many records (processes) of each code on each device are kept in ``xids``, the newest; None: every
+    #: record is (facts made before the bound). What was not kept is counted in ``dropped``, per code and device.
+    kept: int | None = None
+    dropped: tuple[XidDropped, ...] = ()
+    application_processes: tuple[XidProcesses, ...] = ()
+    #: Per device, the records of the codes not in NVIDIA's catalog beyond the newest ``kept`` of them.
+    uncatalogued: tuple[XidCodes, ...] = ()
 
 
 def outcome(facts: Facts) -> ProbeOutcome[RecordsFacts] | None:

@@ -22,10 +22,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from gpucheck.records.catalog import NVLINK5_XIDS as NVLINK5_XIDS
 from gpucheck.records.facts import FollowUp, NvlinkXid
 from gpucheck.records.parse import Line, Unreadable, process
 
-NVLINK5_XIDS = frozenset(range(144, 151))
 MAX_RECORDS = 4096
 _TEXT = 300
 _DEV = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"

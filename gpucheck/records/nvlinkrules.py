@@ -20,7 +20,8 @@ from typing import Any
 from gpucheck.facts import Facts, facts_of
 from gpucheck.model import Finding, Severity, finding, most_severe
 from gpucheck.pci import pci_key
-from gpucheck.records.facts import FollowUp, NvlinkXid, XidRecord
+from gpucheck.records.catalog import owned
+from gpucheck.records.facts import FollowUp, NvlinkXid
 from gpucheck.records.facts import outcome as outcome_of
 from gpucheck.records.nvlink5 import NVLINK5_XIDS, RESOLUTION_ACTIONS, decode, follow_up_json, record_json
 from gpucheck.rules.common import label
@@ -31,13 +32,6 @@ from gpucheck.settings import Settings
 RECOVERY_ACTION = "recovery_action"
 #: The codes whose follow-ups an NVLink finding (NVML's or the log's) carries.
 _NVLINK_CODES = NVLINK5_XIDS | {74}
-_CAUSED_BY = "caused by previous Xid"
-
-
-def owned(r: XidRecord) -> bool:
-    """The Xid records this module judges, which ``records.rules`` leaves alone: Xid 144-150, and an Xid 45 that names
-    the Xid it followed."""
-    return r.kind == "Xid" and (r.code in NVLINK5_XIDS or (r.code == 45 and _CAUSED_BY in r.first_text + r.last_text))
 
 
 def _gpu(facts: Facts, device: str) -> Any:

@@ -4,11 +4,13 @@ driver's own words; only the driver's words and the seconds since boot are read.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from gpucheck.records.facts import XidRecord
+from gpucheck.records.catalog import APPLICATION, owned, xid_class, xid_entry
+from gpucheck.records.facts import XidCodes, XidDropped, XidProcesses, XidRecord, process_label
 
 #: A PCI address as the driver writes it: ``0000:07:00`` (a GPU: domain, bus, device), ``0000:04:00.0`` (an NVSwitch,
 #: with its function), an 8-digit domain as NVML pads it. Nothing else: ``PCI:...``, ``:::`` or a run of hex digits is no
@@ -36,6 +38,10 @@ _MONOTONIC = re.compile(r"\[\s*(?P<s>\d{1,12}\.\d{1,9})\]", re.ASCII)
 #: How much of a record's words is read, and how much of them a record keeps (the rules quote at most 300 characters).
 _READ_TEXT = 2000
 KEPT_TEXT = 300
+#: Of each code on each device, the records of at most this many processes are kept (the newest): a finding lists at
+#: most 20 records (``records.rules.LISTED``) and counts the rest, so every record a finding of one code lists is one
+#: kept; more would only be carried, encoded, read back and judged to be counted (:func:`read_records`).
+KEPT = 20
 #: A /dev/kmsg record's microseconds since boot.
 _USEC = re.compile(r"[0-9]{1,16}")
 
@@ -95,15 +101,99 @@ def records(lines: Iterable[Line]) -> tuple[XidRecord, ...]:
     return parse_records(lines)[0]
 
 
+#: A record's key: (kind, code, device, pid, process).
+_Key = tuple[str, int, str, int | None, str | None]
+
+
+@dataclass(frozen=True)
+class XidRead:
+    """The Xid and SXid records of a log, bounded (:func:`read_records`): what ``RecordsFacts`` keeps of them."""
+
+    xids: tuple[XidRecord, ...]
+    dropped: tuple[XidDropped, ...]
+    application_processes: tuple[XidProcesses, ...]
+    unreadable: int
+    uncatalogued: tuple[XidCodes, ...] = ()
+
+
 def parse_records(lines: Iterable[Line]) -> tuple[tuple[XidRecord, ...], int]:
     """Every Xid and SXid in ``lines``, gathered by (kind, code, device, pid, process), in the order first seen, and
     how many lines that name an Xid or SXid could not be read (skipped: a code or pid of thousands of digits, a
-    device that is no PCI address). An SXid event prints its words (``Non-fatal, Link 44 ...``), its ``Data {...}``
-    and its ``Severity``: its words are counted, or its data lines where it printed no words. Linear in the lines."""
-    found: dict[tuple[str, int, str, int | None, str | None], XidRecord] = {}
-    details: dict[tuple[str, int, str, int | None, str | None], int] = {}
+    device that is no PCI address). Unbounded: the records child keeps :func:`read_records`'s."""
+    found, _, unreadable = _gather(lines)
+    return tuple(found.values()), unreadable
+
+
+def read_records(lines: Iterable[Line], keep: int = KEPT) -> XidRead:
+    """:func:`parse_records` bounded: of each code on each device, the records of at most ``keep`` processes, those
+    whose last record is the newest; the others counted exactly per code and device (``XidDropped``), and, for each
+    GPU that lost some, the distinct processes its application-fault records name (``XidProcesses``). A record naming
+    no process (an Xid 79, 119, an SXid) is one per code and device and always kept, so a rare record is never lost
+    among many ordinary ones. Linear in the lines; what it returns is bounded by the codes and devices named."""
+    found, last, unreadable = _gather(lines)
+    groups: dict[tuple[str, int, str, bool], list[_Key]] = {}
+    for key, r in found.items():
+        if r.pid is not None or r.process is not None:
+            groups.setdefault((*key[:3], owned(r)), []).append(key)
+    gone: set[_Key] = set()
+    dropped: list[XidDropped] = []
+    for (kind, code, device, is_owned), keys in groups.items():
+        if len(keys) <= keep:
+            continue
+        newest = set(heapq.nlargest(keep, keys, key=last.__getitem__))
+        old = [k for k in keys if k not in newest]
+        gone.update(old)
+        rs = [found[k] for k in old]
+        firsts = [r.first_s for r in rs if r.first_s is not None]
+        lasts = [r.last_s for r in rs if r.last_s is not None]
+        dropped.append(XidDropped(kind, code, device, len(rs), sum(r.count for r in rs), min(firsts, default=None),
+                                  max(lasts, default=None), is_owned))
+    lost = {d.device for d in dropped if d.kind == "Xid" and not d.owned and xid_class(d.code) == APPLICATION}
+    labels: dict[str, set[str]] = {}
+    for r in found.values():
+        if r.device in lost and r.kind == "Xid" and (r.pid is not None or r.process is not None) and not owned(r) \
+                and xid_class(r.code) == APPLICATION:
+            labels.setdefault(r.device, set()).add(process_label(r))
+    processes = tuple(XidProcesses(device, len(names)) for device, names in labels.items())
+    # Codes NVIDIA's catalog does not have (one finding for them all, ``records.rules``): of each device, the records
+    # of the newest ``keep`` such codes are kept, the others counted together, what was dropped of them included.
+    newest_of: dict[str, dict[int, int]] = {}
+    keys_of: dict[str, list[_Key]] = {}
+    for k, r in found.items():
+        if r.kind == "Xid" and not owned(r) and not xid_entry(r.code):
+            codes = newest_of.setdefault(r.device, {})
+            codes[r.code] = max(codes.get(r.code, -1), last[k])
+            keys_of.setdefault(r.device, []).append(k)
+    folded: list[XidCodes] = []
+    for device, codes in newest_of.items():
+        if len(codes) <= keep:
+            continue
+        newest_codes = set(heapq.nlargest(keep, codes, key=codes.__getitem__))
+        old = [k for k in keys_of[device] if found[k].code not in newest_codes and k not in gone]
+        gone.update(old)
+        rs = [found[k] for k in old]
+        folds = {d for d in dropped if d.kind == "Xid" and not d.owned and d.device == device and d.code in codes
+                 and d.code not in newest_codes}
+        more = [d for d in dropped if d in folds]
+        dropped = [d for d in dropped if d not in folds]
+        firsts = [s for s in [r.first_s for r in rs] + [d.first_s for d in more] if s is not None]
+        lasts = [s for s in [r.last_s for r in rs] + [d.last_s for d in more] if s is not None]
+        folded.append(XidCodes(device, len(codes) - keep, len(rs) + sum(d.records for d in more),
+                               sum(r.count for r in rs) + sum(d.count for d in more), min(firsts, default=None),
+                               max(lasts, default=None)))
+    kept = tuple(r for k, r in found.items() if k not in gone)
+    return XidRead(kept, tuple(dropped), processes, unreadable, tuple(folded))
+
+
+def _gather(lines: Iterable[Line]) -> tuple[dict[_Key, XidRecord], dict[_Key, int], int]:
+    """The records of ``lines`` gathered, in the order first seen; the index of each one's last line; the count of
+    unreadable lines. An SXid event prints its words (``Non-fatal, Link 44 ...``), its ``Data {...}`` and its
+    ``Severity``: its words are counted, or its data lines where it printed no words. Linear in the lines."""
+    found: dict[_Key, XidRecord] = {}
+    last: dict[_Key, int] = {}
+    details: dict[_Key, int] = {}
     unreadable = 0
-    for line, kind, m in _matches(lines):
+    for index, (line, kind, m) in enumerate(_matches(lines)):
         if m is None:
             unreadable += 1
             continue
@@ -114,6 +204,7 @@ def parse_records(lines: Iterable[Line]) -> tuple[tuple[XidRecord, ...], int]:
             unreadable += 1
             continue
         key = (kind, code, dev, pid, name)
+        last[key] = index
         if kind == "SXid" and rest.startswith(("Data {", "Severity ")):
             details[key] = details.get(key, 0) + rest.startswith("Data {")
             if key not in found:
@@ -137,7 +228,10 @@ def parse_records(lines: Iterable[Line]) -> tuple[tuple[XidRecord, ...], int]:
                 recovery_action=rec or old.recovery_action,
                 fatal=old.fatal or fatal,
             )
-    return tuple(r if r.count else replace(r, count=max(details.get(k, 1), 1)) for k, r in found.items()), unreadable
+    for key, r in found.items():
+        if not r.count:
+            found[key] = replace(r, count=max(details.get(key, 1), 1))
+    return found, last, unreadable
 
 
 def _matches(lines: Iterable[Line]) -> Iterator[tuple[Line, str, re.Match[str] | None]]:

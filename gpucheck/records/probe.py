@@ -5,7 +5,11 @@ for the next message for ever), else from ``journalctl -k -b``, else from ``dmes
 killed with its process group. Every source is read to its end, keeping its newest records (a ring): at most
 ``MAX_RECORDS`` of them and ``_MAX_OUTPUT`` bytes, held while reading, never more; a line longer than any record of the
 kernel's is skipped and counted, and a device that does not end is read no further than ``_MAX_DEVICE_READ`` and said
-to be unfinished. Below a ``GPUCHECK_HOST_ROOT`` other than ``/`` only that view's ``dev/kmsg`` is read
+to be unfinished. Of the Xid records parsed, the child keeps (``parse.read_records``) the newest ``parse.KEPT``
+processes of each code on each device and the newest ``KEPT`` codes NVIDIA's catalog does not have, and counts the
+others exactly (``RecordsFacts.dropped``, ``uncatalogued``, ``application_processes``): what it writes, the parent
+reads back and the rules judge is bounded however many processes a log names, and a record naming no process (an
+Xid 79, 119, an SXid) is always kept. Below a ``GPUCHECK_HOST_ROOT`` other than ``/`` only that view's ``dev/kmsg`` is read
 (a regular file of kmsg records in tests): the commands would read this machine's log, not the view's. It runs in a
 child process with a time limit, so a read stuck in the kernel cannot hang the run either.
 """
@@ -31,7 +35,7 @@ from gpucheck.protocol import stage
 from gpucheck.records.driverlog import driver_records
 from gpucheck.records.facts import FabricFacts, KernelLogRead, RecordsFacts
 from gpucheck.records.nvlink5 import nvlink_records
-from gpucheck.records.parse import Line, kmsg_record, parse_records, text_line
+from gpucheck.records.parse import KEPT, Line, kmsg_record, read_records, text_line
 
 #: How long each command (journalctl, dmesg, systemctl, nv-fabricmanager --version) may take.
 COMMAND_TIMEOUT_S = 10.0
@@ -58,11 +62,15 @@ def probe_records() -> RecordsFacts:
     root = host_root()
     stage("kernel log")
     log, lines = read_kernel_log(root)
-    xids, unreadable = parse_records(lines)
+    # Bounded here, as parsed: what the child writes, the parent reads back and the rules judge stays the same size
+    # however many processes the log names (the newest records of each code and device, the others counted).
+    xids = read_records(lines, KEPT)
     stage("fabric manager")
     nvlink, follow_ups = nvlink_records(lines)
-    return RecordsFacts(replace(log, unreadable=unreadable), xids, fabric_state(root), driver=driver_records(lines),
-                        nvlink=nvlink, follow_ups=follow_ups)
+    return RecordsFacts(replace(log, unreadable=xids.unreadable), xids.xids, fabric_state(root),
+                        driver=driver_records(lines), nvlink=nvlink, follow_ups=follow_ups, kept=KEPT,
+                        dropped=xids.dropped, application_processes=xids.application_processes,
+                        uncatalogued=xids.uncatalogued)
 
 
 # --- the kernel log -----------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpucheck.facts import Facts, facts_of
-from gpucheck.records.facts import KernelLogRead
+from gpucheck.records.facts import KernelLogRead, RecordsFacts
 from gpucheck.records.facts import outcome as outcome_of
 
 
@@ -16,11 +16,26 @@ def records_summary(facts: Facts) -> list[str]:
     head = f"kernel log ({rf.log.source}, {rf.log.records} records): "
     if not rf.xids:
         return ["", head + "no Xid or SXid record this boot", *read_notes(rf.log)]
-    lines = ["", head + f"{sum(r.count for r in rf.xids)} Xid/SXid record(s)", *read_notes(rf.log)]
+    total = sum(r.count for r in rf.xids) + sum(d.count for d in rf.dropped) + sum(c.count for c in rf.uncatalogued)
+    lines = ["", head + f"{total} Xid/SXid record(s)", *read_notes(rf.log), *dropped_notes(rf)]
     for r in rf.xids[:20]:
         who = f", {r.process or '?'} pid {r.pid}" if r.pid is not None else (f", {r.process}" if r.process else "")
         lines.append(f"  {r.kind} {r.code} on {r.device}{who}: {r.count}x, {r.last_text[:80]}")
     return lines
+
+
+def dropped_notes(rf: RecordsFacts) -> list[str]:
+    """What the child did not keep of the records: counted, the newest of each code kept."""
+    notes = []
+    if rf.dropped:
+        processes = sum(d.records for d in rf.dropped)
+        notes.append(f"  kept: the newest {rf.kept} process(es) of each code on each device; {processes} older one(s) "
+                     f"counted, not kept ({sum(d.count for d in rf.dropped)} record(s))")
+    if rf.uncatalogued:
+        notes.append(f"  kept: the newest {rf.kept} code(s) not in NVIDIA's catalog on each device; "
+                     f"{sum(c.codes for c in rf.uncatalogued)} older one(s) counted, not kept "
+                     f"({sum(c.count for c in rf.uncatalogued)} record(s))")
+    return notes
 
 
 def read_notes(log: KernelLogRead) -> list[str]:

@@ -12,19 +12,19 @@ the ``recovery_action`` of every finding of its GPU (which raises their action, 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import cache
-from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 from gpucheck.facts import Facts, ProbeOutcome, facts_of
 from gpucheck.model import UNREAD_KEY, Finding, Severity, finding
 from gpucheck.pci import BusId, pci_key
-from gpucheck.records.facts import FabricFacts, RecordsFacts, XidRecord
+from gpucheck.records.catalog import owned, xid_class
+from gpucheck.records.catalog import xid_catalog as xid_catalog
+from gpucheck.records.catalog import xid_entry as xid_entry
+from gpucheck.records.facts import FabricFacts, RecordsFacts, XidCodes, XidDropped, XidRecord, process_label
 from gpucheck.records.facts import outcome as outcome_of
-from gpucheck.records.nvlinkrules import owned
 from gpucheck.rules.common import CUDA_SYSTEM_NOT_READY, child_evidence, label, nvswitches
 from gpucheck.rules.nvlink import nvlink_rules
 from gpucheck.rules.nvml import answered, ecc_findings, lost
@@ -41,26 +41,13 @@ LOG_IDS = ("gsp-firmware-error", "xid-recovery-required", "xid-application-fault
 #: The ecc-errors codes that leave the GPU unusable until it is reset or serviced (a failed row remap, an error that
 #: could not be contained); the others are degraded (contained, corrected, or pending the next reset).
 _ECC_BLOCKERS = frozenset({64, 95})
-
-
-@cache
-def xid_catalog() -> dict[str, Any]:
-    data = json.loads(resources.files("gpucheck").joinpath("data/xid_catalog.json").read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
-def xid_entry(code: int) -> Mapping[str, Any]:
-    entry = xid_catalog()["xid"].get(str(code))
-    return entry if isinstance(entry, dict) else {}
+#: No record dropped (facts whose records were all kept).
+_NONE_DROPPED: Mapping[int, XidDropped] = MappingProxyType({})
 
 
 def _kind(r: XidRecord) -> str | None:
     """A record's class: a cause id, "application", "recovery" (Xid 154), or None (no cause of its own)."""
-    if r.code == 154:
-        return "recovery"
-    found = xid_entry(r.code).get("finding")
-    return str(found) if found else None
+    return xid_class(r.code)
 
 
 def records_rules(facts: Facts, settings: Settings) -> list[Finding]:
@@ -78,28 +65,56 @@ def records_rules(facts: Facts, settings: Settings) -> list[Finding]:
     for r in rf.xids:
         if r.kind == "Xid" and not owned(r):  # Blackwell's NVLink records and the Xid 45 naming its cause: nvlinkrules
             devices.setdefault(r.device, []).append(r)
+    # The records the child did not keep (more processes of one code on one device than it keeps), counted per code.
+    dropped: dict[str, dict[int, XidDropped]] = {}
+    for d in rf.dropped:
+        if d.kind == "Xid" and not d.owned:
+            dropped.setdefault(d.device, {})[d.code] = d
+    processes = {p.device: p.processes for p in rf.application_processes}
+    folded = {c.device: c for c in rf.uncatalogued}
     nvlink_now = _nvlink_down_now(facts, settings)
     # NVML's GPUs first; a log that names more PCI addresses than any machine has GPUs is judged for the first
     # MAX_DEVICES of them, the others are one note: the findings stay bounded whatever the log holds.
     ordered = sorted(devices, key=lambda d: _gpu_of(facts, d) is None)
     for device in ordered[:MAX_DEVICES]:
-        out += _gpu_findings(facts, device, devices[device], nvlink_now)
+        out += _gpu_findings(facts, device, devices[device], nvlink_now, dropped.get(device, {}), processes.get(device),
+                             folded.get(device))
     if len(ordered) > MAX_DEVICES:
-        out.append(_too_many_devices([r for d in ordered[MAX_DEVICES:] for r in devices[d]], len(ordered)))
+        rest = ordered[MAX_DEVICES:]
+        more: list[XidDropped | XidCodes] = [x for d in rest for x in dropped.get(d, {}).values()]
+        more += [c for d in rest for c in _folded(folded.get(d))]
+        out.append(_too_many_devices([r for d in rest for r in devices[d]], len(ordered), more))
     out += _sxid_findings(facts, rf)
     return out
 
 
-def _too_many_devices(rest: list[XidRecord], devices: int) -> Finding:
+def _more(rs: list[XidRecord], dropped: Mapping[int, XidDropped]) -> list[XidDropped]:
+    """What the child did not keep of the records ``rs`` stand for: the dropped records of each code whose records
+    naming a process are among ``rs`` (a record naming none is always kept)."""
+    codes = dict.fromkeys(r.code for r in rs if r.pid is not None or r.process is not None)
+    return [dropped[c] for c in codes if c in dropped]
+
+
+def _folded(codes: XidCodes | None) -> list[XidCodes]:
+    return [codes] if codes is not None else []
+
+
+def _records(rs: list[XidRecord], more: Sequence[XidDropped | XidCodes]) -> int:
+    """How many gathered records (one per code, device and process) ``rs`` and ``more`` are: exact."""
+    return len(rs) + sum(d.records for d in more)
+
+
+def _too_many_devices(rest: list[XidRecord], devices: int, more: list[XidDropped | XidCodes]) -> Finding:
     """``xid-recorded``: the records of the PCI addresses past the first :data:`MAX_DEVICES`, counted."""
     return finding(
         "xid-recorded",
         Severity.INFO,
         summary=f"The kernel log names {devices} PCI addresses in its Xid records, more than any machine has GPUs: "
-        f"the records of the last {devices - MAX_DEVICES} are counted, not judged one by one ({_when(rest)}).",
+        f"the records of the last {devices - MAX_DEVICES} are counted, not judged one by one ({_when(rest, more)}).",
         cause="A log of another machine, or one written to look like a kernel log, names more GPUs than are here.",
         remedy="Read the kernel log itself (`sudo dmesg | grep 'NVRM: Xid'`).",
-        evidence={"source": "kernel log", "xids": [_record_json(r) for r in rest[:LISTED]], "records": len(rest)},
+        evidence={"source": "kernel log", "xids": [_record_json(r) for r in rest[:LISTED]],
+                  "records": _records(rest, more)},
     )
 
 
@@ -208,7 +223,12 @@ def _nvlink_down_now(facts: Facts, settings: Settings) -> frozenset[str]:
     return frozenset(f.subject for f in nvlink_rules(nf, settings, facts.kernel.nvlink_disabled) if f.subject)
 
 
-def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: frozenset[str]) -> list[Finding]:
+def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: frozenset[str],
+                  dropped: Mapping[int, XidDropped] = _NONE_DROPPED, processes: int | None = None,
+                  folded: XidCodes | None = None) -> list[Finding]:
+    """One GPU's findings from its records (``dropped``: its records the child did not keep, by code; ``processes``:
+    the distinct processes its application-fault records name, kept or not, where some were dropped; ``folded``: its
+    records of codes not in NVIDIA's catalog beyond those kept, counted together)."""
     gpu = _gpu_of(facts, device)
     subject = gpu.id if gpu is not None else None
     who = label(gpu) if gpu is not None else f"The GPU at PCI {device}"
@@ -236,21 +256,22 @@ def _gpu_findings(facts: Facts, device: str, recs: list[XidRecord], nvlink_now: 
         others += by_cause.pop("nvlink-degraded")
     apps = [r for r in recs if _kind(r) == "application"]
     also = {"also_logged": [_record_json(r) for r in (apps + others)[:LISTED]]}
-    out = [_cause(cause, who, rs, {**base, **also}, subject) for cause, rs in by_cause.items()]
+    out = [_cause(cause, who, rs, {**base, **also}, subject, dropped) for cause, rs in by_cause.items()]
     if out or any(_kind(r) == "gpu-lost" for r in recs):
         return out
     if pending:
-        return [_recovery_required(who, recs, action or "", base, subject)]
+        return [_recovery_required(who, recs, action or "", base, subject, dropped, folded)]
     named = [r for r in apps if r.pid is not None or r.process is not None]
     if named and not others:
-        out.append(_application(who, named, base, subject))
+        out.append(_application(who, named, base, subject, dropped, processes))
     # One note per code NVIDIA's catalog has, one for every code it has not: bounded however many codes and
     # processes the log holds (a set per record, never a list: linear).
     unnamed = [r for r in apps if r.pid is None and r.process is None]
     by_code: dict[int | None, list[XidRecord]] = {}
     for r in others + unnamed:
         by_code.setdefault(r.code if xid_entry(r.code) else None, []).append(r)
-    out += [_recorded(who, rs, base, subject) for rs in by_code.values()]
+    out += [_recorded(who, rs, base, subject, dropped, folded if code is None else None)
+            for code, rs in by_code.items()]
     return out
 
 
@@ -261,9 +282,10 @@ def _nvml_says_as_much(gpu: Any, rs: list[XidRecord]) -> bool:
     return bool(nvml) and (nvml[0].severity is Severity.BLOCKER or not _ECC_BLOCKERS & {r.code for r in rs})
 
 
-def _when(rs: list[XidRecord]) -> str:
-    count = sum(r.count for r in rs)
-    stamps = [s for r in rs for s in (r.first_s, r.last_s) if s is not None]
+def _when(rs: list[XidRecord], more: Sequence[XidDropped | XidCodes] = ()) -> str:
+    count = sum(r.count for r in rs) + sum(d.count for d in more)
+    spans = [(r.first_s, r.last_s) for r in rs] + [(d.first_s, d.last_s) for d in more]
+    stamps = [s for span in spans for s in span if s is not None]
     span = f", {min(stamps):.0f} s to {max(stamps):.0f} s after boot" if stamps else ""
     return f"{count} time{'s' if count != 1 else ''} this boot{span}"
 
@@ -293,8 +315,10 @@ _CAUSE_TEXT: dict[str, tuple[str, str]] = {
 }
 
 
-def _cause(cause: str, who: str, rs: list[XidRecord], evidence: dict[str, Any], subject: str | None) -> Finding:
+def _cause(cause: str, who: str, rs: list[XidRecord], evidence: dict[str, Any], subject: str | None,
+           dropped: Mapping[int, XidDropped]) -> Finding:
     what, remedy = _CAUSE_TEXT[cause]
+    more = _more(rs, dropped)
     codes = sorted({r.code for r in rs})
     severity = Severity.DEGRADED
     if cause in ("gpu-lost", "gsp-firmware-error") or (cause == "ecc-errors" and _ECC_BLOCKERS & set(codes)):
@@ -304,18 +328,21 @@ def _cause(cause: str, who: str, rs: list[XidRecord], evidence: dict[str, Any], 
     return finding(
         cause,
         severity,
-        summary=f"{who} {what}: the kernel log records {described}, {_when(rs)}.",
+        summary=f"{who} {what}: the kernel log records {described}, {_when(rs, more)}.",
         cause=f"The driver wrote `NVRM: Xid (PCI:{first.device}): {first.code}, {first.first_text[:200]}`."
         + (f" Its recovery action is now {evidence[RECOVERY_ACTION]} (Xid 154)." if RECOVERY_ACTION in evidence else ""),
         remedy=remedy,
-        evidence={**evidence, "xids": [_record_json(r) for r in rs[:LISTED]], "records": len(rs)},
+        evidence={**evidence, "xids": [_record_json(r) for r in rs[:LISTED]], "records": _records(rs, more)},
         subject=subject,
     )
 
 
-def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[str, Any], subject: str | None) -> Finding:
+def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[str, Any], subject: str | None,
+                       dropped: Mapping[int, XidDropped], folded: XidCodes | None) -> Finding:
     others = list({r.code: r for r in recs if r.code != 154}.values())
-    after = _first([f"Xid {r.code}" for r in others]) or "no other Xid in this boot's log"
+    more: list[XidDropped | XidCodes] = [*_more(recs, dropped), *_folded(folded)]
+    after = _first([f"Xid {r.code}" for r in others], len(others) + (folded.codes if folded else 0)) or (
+        "no other Xid in this boot's log")
     return finding(
         "xid-recovery-required",
         Severity.BLOCKER,
@@ -324,52 +351,60 @@ def _recovery_required(who: str, recs: list[XidRecord], action: str, base: dict[
         "hangs. " + "; ".join(f"Xid {r.code} ({xid_entry(r.code).get('description', '?')})" for r in others[:LISTED]),
         remedy="Drain the GPU and do what the driver asks: reset the GPU (`sudo nvidia-smi -r -i <gpu>`) for "
         "'GPU Reset Required', reboot the node for 'Node Reboot Required'.",
-        evidence={**base, "xids": [_record_json(r) for r in recs[:LISTED]], "records": len(recs)},
+        evidence={**base, "xids": [_record_json(r) for r in recs[:LISTED]], "records": _records(recs, more)},
         subject=subject,
     )
 
 
-def _application(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None) -> Finding:
-    procs = sorted({f"{r.process or '?'} (pid {r.pid})" if r.pid is not None else str(r.process) for r in rs})
+def _application(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None,
+                 dropped: Mapping[int, XidDropped], processes: int | None) -> Finding:
+    """``processes``: how many distinct processes there are in all where the child did not keep some of them."""
+    procs = sorted({process_label(r) for r in rs})
     codes = sorted({r.code for r in rs})
     return finding(
         "xid-application-fault",
         Severity.INFO,
-        summary=f"{who}: {_first(procs)} faulted on it (Xid {_first([str(c) for c in codes])}); nothing else is "
+        summary=f"{who}: {_first(procs, processes)} faulted on it (Xid {_first([str(c) for c in codes])}); nothing else is "
         "wrong with the GPU in the kernel log.",
         cause="; ".join(f"Xid {c}: {xid_entry(c).get('description', '?')}" for c in codes[:LISTED])
         + ". These are most often the program's own fault (an illegal address, an illegal instruction, a killed "
         "job), not the GPU's: NVIDIA's action is RESTART_APP, the node stays in service.",
         remedy="Debug the program (run it under `compute-sanitizer`, or with CUDA_LAUNCH_BLOCKING=1 to find the "
         "kernel); look at the GPU only if other programs fault on it too.",
-        evidence={**base, "xids": [_record_json(r) for r in rs[:LISTED]], "records": len(rs)},
+        evidence={**base, "xids": [_record_json(r) for r in rs[:LISTED]], "records": _records(rs, _more(rs, dropped))},
         subject=subject,
     )
 
 
-def _first(names: list[str]) -> str:
-    """At most ``LISTED`` of ``names``, and how many more there are."""
-    more = f" and {len(names) - LISTED} more" if len(names) > LISTED else ""
+def _first(names: list[str], total: int | None = None) -> str:
+    """At most ``LISTED`` of ``names``, and how many more there are (of ``total`` in all, where given: names of which
+    only some were kept)."""
+    total = len(names) if total is None else max(total, len(names))
+    more = f" and {total - min(len(names), LISTED)} more" if total > min(len(names), LISTED) else ""
     return ", ".join(names[:LISTED]) + more
 
 
-def _recorded(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None) -> Finding:
-    """The note of one code NVIDIA's catalog has, or of every code it has not, on one GPU, with their counts."""
+def _recorded(who: str, rs: list[XidRecord], base: dict[str, Any], subject: str | None,
+              dropped: Mapping[int, XidDropped], folded: XidCodes | None = None) -> Finding:
+    """The note of one code NVIDIA's catalog has, or of every code it has not, on one GPU, with their counts
+    (``folded``: the records of codes not in the catalog beyond those kept, counted together)."""
     r = rs[0]
+    counted = {d.code: d.count for d in _more(rs, dropped)}
+    more: list[XidDropped | XidCodes] = [*_more(rs, dropped), *_folded(folded)]
     entry = xid_entry(r.code)
     codes = list(dict.fromkeys(x.code for x in rs))
     what = (f"Xid {r.code} ({entry['description']})" if entry.get("description") else
-            f"Xid {_first([str(c) for c in codes])} (not in NVIDIA’s catalog)")
+            f"Xid {_first([str(c) for c in codes], len(codes) + (folded.codes if folded else 0))} (not in NVIDIA’s catalog)")
     return finding(
         "xid-recorded",
         Severity.INFO,
-        summary=f"{who}: the kernel log records {what}, {_when(rs)}.",
+        summary=f"{who}: the kernel log records {what}, {_when(rs, more)}.",
         cause=f"`NVRM: Xid (PCI:{r.device}): {r.code}, {r.first_text[:200]}`. NVIDIA's immediate action: "
         f"{entry.get('immediate_action') or 'none given'}; investigatory: {entry.get('investigatory_action') or 'none given'}.",
         remedy="Nothing to do unless it recurs; then follow NVIDIA's Xid catalog "
         "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) for this code.",
-        evidence={**base, "xids": [_record_json(x) for x in rs[:LISTED]], "records": len(rs),
-                  "codes": {str(c): sum(x.count for x in rs if x.code == c) for c in codes[:LISTED]}},
+        evidence={**base, "xids": [_record_json(x) for x in rs[:LISTED]], "records": _records(rs, more),
+                  "codes": {str(c): sum(x.count for x in rs if x.code == c) + counted.get(c, 0) for c in codes[:LISTED]}},
         subject=subject,
     )
 

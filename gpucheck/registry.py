@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import warnings
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -33,8 +34,31 @@ def _load(name: str, module: str) -> Framework:
     return found
 
 
-#: Every framework unit: the built-in ones, then those other distributions register (``gpucheck.frameworks``).
-FRAMEWORKS: tuple[Framework, ...] = tuple(_load(name, module) for name, module in frameworks.available().items())
+def _load_all() -> tuple[tuple[Framework, ...], dict[str, str]]:
+    """The built-in framework units (an error in one is gpucheck's own, and raises), then those other distributions
+    register: one that cannot be loaded is left out with a warning that says why, never a traceback of the run."""
+    loaded: list[Framework] = []
+    refused: dict[str, str] = {}
+    for name, module in frameworks.available().items():
+        if name in frameworks.BUILT_IN:
+            loaded.append(_load(name, module))
+            continue
+        try:
+            loaded.append(_load(name, module))
+        except Exception as exc:  # noqa: BLE001 - another distribution's code: any fault is a sentence
+            refused[name] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(
+                f"gpucheck: the framework unit {name!r} ({module}, entry point of the group {frameworks.GROUP}) "
+                f"cannot be loaded and is left out: {refused[name]}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+    return tuple(loaded), refused
+
+
+#: Every framework unit: the built-in ones, then those other distributions register (``gpucheck.frameworks``), and
+#: those that could not be loaded (name -> why).
+FRAMEWORKS, REFUSED = _load_all()
 #: The lower stack's units, the frameworks' units, then the units of the layers a switch asks for.
 UNITS: tuple[Unit, ...] = (
     *stack.UNITS,

@@ -168,3 +168,25 @@ def test_blocking_is_scoped_by_framework() -> None:
     states = {s.name: {ls.layer: ls.state for ls in s.layers} for s in framework_states(findings, EVERY_LAYER, ("tensorflow", "numpy"))}
     assert states["tensorflow"]["framework"] == "broken" and states["tensorflow"]["placement"] == "blocked"
     assert states["numpy"]["framework"] == "ok" and states["numpy"]["placement"] == "ok"
+
+
+def test_a_framework_unit_that_cannot_be_loaded_is_left_out_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """Another distribution's unit whose module raises on import: the run goes on without it, and says why once (a
+    warning), never a traceback; a name that no --gpucheck-framework could give is no framework's."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "broken_unit.py").write_text("raise ImportError('its own dependency is missing')\n")
+    info = site / "gpucheck_broken_unit-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpucheck-broken-unit\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[gpucheck.frameworks]\nbroken = broken_unit:FRAMEWORK\nNot A Name = x:y\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    run = run_gpucheck("--gpucheck-framework=none")
+    out = run.result.stdout.str() + run.result.stderr.str()
+    assert run.result.ret == 1 and run.root_cause == "no-nvidia-gpu", out[-3000:]
+    assert "the framework unit 'broken' (broken_unit:FRAMEWORK" in out and "its own dependency is missing" in out, out
+    assert "Traceback" not in out
+    refused = run_gpucheck("--gpucheck-framework=Not A Name")
+    assert refused.result.ret == 4 and "must be one of tensorflow, broken, none" in refused.result.stderr.str()

@@ -9,6 +9,7 @@ that is not built in, and by the registry.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 #: The entry-point group of the framework units other distributions add.
@@ -17,6 +18,8 @@ GROUP = "gpucheck.frameworks"
 NONE = "none"
 #: The built-in framework units: name -> package. Adding one is its package, its catalog ids and this line.
 BUILT_IN: dict[str, str] = {"tensorflow": "gpucheck.frameworks.tensorflow.units"}
+#: A framework's name: what --gpucheck-framework and ``gpu(framework=...)`` take.
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 #: What a run diagnoses unless told otherwise.
 DEFAULT = "tensorflow"
 
@@ -28,7 +31,9 @@ def available() -> dict[str, str]:
 
     out = dict(BUILT_IN)
     for ep in importlib.metadata.entry_points(group=GROUP):
-        out.setdefault(ep.name, ep.value)
+        # A name --gpucheck-framework could not give (``none``, a comma, a space) is no framework's.
+        if _NAME.match(ep.name) and ep.name != NONE:
+            out.setdefault(ep.name, ep.value)
     return out
 
 

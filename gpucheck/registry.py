@@ -87,6 +87,8 @@ def not_asked(probe: ChildProbe, settings: Settings) -> str | None:
         if probe in unit.probes and not _asked(unit, settings):
             return f"--gpucheck-framework={settings.framework}"
     return None
+
+
 #: The NVML reading, whose GPU list the per-GPU checks are parametrized by at collection.
 NVML_PROBE = stack.NVML_PROBE
 

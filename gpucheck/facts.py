@@ -425,7 +425,7 @@ class FrameworkGpu:
 
 @dataclass(frozen=True)
 class FrameworkView:
-    """What a framework unit says of itself in terms every module can read (``Unit.view``): the header line's part,
+    """What a framework unit says of itself in terms every module can read (``gpucheck.unit.Framework.view``): the header line's part,
     whether it can run at all, the GPUs it registers, its entries in a benchmark's ``machine_info``. The modules
     outside ``gpucheck.frameworks`` read a framework only through this."""
 

@@ -169,6 +169,21 @@ def with_views(facts: Facts, settings: Settings) -> Facts:
     return dataclasses.replace(facts, frameworks=views)
 
 
+def measuring_framework(settings: Settings, layer: str) -> str | None:
+    """The framework that measures a layer of no framework's own for this run (the performance layer's benchmarks,
+    the cluster's collective): the first one asked whose units register a probe or a step of that layer. Its
+    questions there are scoped to it, so another framework's blocker does not block them. None for a layer every run
+    checks (the lower stack's questions are no framework's)."""
+    if layer not in by_name() or by_name()[layer].asked is None:
+        return None
+    for fw in FRAMEWORKS:
+        layers = {p.layer for unit in fw.units for p in (*unit.probes, *unit.after)}
+        layers |= {s.layer for unit in fw.units for s in unit.steps}
+        if fw.name in settings.frameworks and layer in layers:
+            return fw.name
+    return None
+
+
 def framework_named(name: str) -> Framework | None:
     return next((fw for fw in FRAMEWORKS if fw.name == name), None)
 

@@ -162,7 +162,15 @@ class GpucheckSession:
 
     def decide(self, item: pytest.Item, question: Question) -> Decision:
         """The decision on ``question`` for the check ``item``, recorded for the report and JUnit."""
-        decision = decide(self.result(), question, framework_none=not self.settings.frameworks)
+        asked = self.settings.frameworks
+        if question.framework is None:
+            # A question of a layer a framework measures for (benchmarks, the collective) is that framework's.
+            question = replace(question, framework=registry.measuring_framework(self.settings, question.layer))
+        if question.framework is not None and asked and question.framework not in asked:
+            # Another framework's question, in a run that diagnoses others: nothing of it was looked at.
+            decision = Decision("skipped", f"not checked: --gpucheck-framework={self.settings.framework}")
+        else:
+            decision = decide(self.result(), question, framework_none=not asked)
         item.stash[DECISION] = decision
         if decision.blocked_by is not None:
             item.user_properties.append(("gpucheck.blocked_by", decision.blocked_by.id))
@@ -260,7 +268,9 @@ class GpucheckSession:
             self._lost.append(report.nodeid)
 
     def _is_check(self, nodeid: str) -> bool:
-        """Whether ``nodeid`` is one of gpucheck's checks (its file is one the registry names for this run)."""
+        """Whether ``nodeid`` is one of gpucheck's checks (its file is one the registry names for this run). The node
+        ids of the checks are relative to their own folder (the session collects the folders), so the file's name is
+        all there is to compare: a project's own file of the same name, whose worker died, would count too."""
         path = nodeid.split("::", 1)[0]
         return any(path == str(f) or str(f).endswith("/" + path) for f in check_files(self.settings))
 

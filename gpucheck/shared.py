@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucheck.blocking import LayerState
-from gpucheck.diagnosis import Result, incomplete
+from gpucheck.diagnosis import FrameworkState, Result, incomplete
 from gpucheck.isolation import ChildRunner
 from gpucheck.marker import Gpu, Machine
 from gpucheck.model import NO_ACTION, Finding, Severity
@@ -85,7 +85,21 @@ def document(machine: Machine, by: str) -> dict[str, Any]:
         # The facts as JSON, for the report the controller writes (a worker decides without them).
         "facts_json": result.facts_json(),
         "marker_gpus": {fw: [_gpu_json(g) for g in gpus] for fw, gpus in machine.gpus.items()},
+        # Each framework's own verdict, root cause (an index into the findings) and layers, for the report.
+        "frameworks": [
+            {
+                "name": fw.name,
+                "verdict": fw.verdict,
+                "root_cause": next((i for i, f in enumerate(result.findings) if f is fw.root_cause), None),
+                "layers": [dataclasses.asdict(s) for s in fw.layers],
+            }
+            for fw in result.frameworks
+        ],
     }
+
+
+def _layer(s: Mapping[str, Any]) -> LayerState:
+    return LayerState(s["layer"], s["state"], tuple(s["finding_ids"]), s.get("blocked_by"))
 
 
 def machine_of(data: Mapping[str, Any]) -> Machine:
@@ -95,13 +109,19 @@ def machine_of(data: Mapping[str, Any]) -> Machine:
     try:
         findings = tuple(_finding(f) for f in data["findings"])
         rc = data["root_cause"]
-        layers = tuple(
-            LayerState(s["layer"], s["state"], tuple(s["finding_ids"]), s.get("blocked_by")) for s in data["layers"]
+        layers = tuple(_layer(s) for s in data["layers"])
+        states = tuple(
+            FrameworkState(
+                fw["name"], fw["verdict"], findings[fw["root_cause"]] if isinstance(fw["root_cause"], int) else None,
+                tuple(_layer(s) for s in fw["layers"]),
+            )
+            for fw in data.get("frameworks") or ()
         )
         result = Result(
             facts=None, partial_facts=dict(data.get("facts_json") or {}), findings=findings,
             root_cause=findings[rc] if isinstance(rc, int) else None, verdict=data["verdict"], layers=layers,
             complete=bool(data["complete"]), unchecked=dict(data.get("unchecked") or {}), gpus=tuple(data["gpus"]),
+            frameworks=states,
         )
         gpus = {fw: tuple(Gpu(**g) for g in table) for fw, table in data["marker_gpus"].items()}
     except (KeyError, TypeError, ValueError, IndexError) as exc:

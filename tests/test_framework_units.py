@@ -190,3 +190,23 @@ def test_a_framework_unit_that_cannot_be_loaded_is_left_out_with_a_warning(
     assert "Traceback" not in out
     refused = run_gpucheck("--gpucheck-framework=Not A Name")
     assert refused.result.ret == 4 and "must be one of tensorflow, broken, none" in refused.result.stderr.str()
+    # Asked for by name, it is a usage error that says why: never a run that goes on without it.
+    asked = run_gpucheck("--gpucheck-framework=tensorflow,broken")
+    err = asked.result.stderr.str()
+    assert asked.result.ret == 4 and "names the framework unit 'broken', which cannot be loaded (ImportError" in err, err
+
+
+def test_a_frameworks_checks_in_a_run_that_asks_for_another_are_not_checked(
+    numpy_unit: Path, fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """``--gpucheck-framework=numpy``: TensorFlow was not diagnosed, so none of its checks passes or fails; each says
+    why (found by review: they all passed, NumPy having answered the framework layers)."""
+    fake_machine(H100)
+    run = run_gpucheck("--gpucheck-framework=numpy", "-rs")
+    checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
+    tf_checks = [n for n, c in checks.items() if "frameworks/tensorflow" in c["nodeid"] or n.startswith("test_tensorflow")]
+    tf_names = {"test_tensorflow_importable", "test_gpu_results_match_cpu_reference", "test_cudnn_loads", "test_driver_new_enough"}
+    assert tf_names <= set(checks), sorted(checks)
+    assert all(checks[n]["outcome"] == "skipped" for n in tf_names), {n: checks[n] for n in tf_names}
+    assert "not checked: --gpucheck-framework=numpy" in run.result.stdout.str()
+    assert set(run.report["frameworks"]) == {"numpy"} and tf_checks is not None

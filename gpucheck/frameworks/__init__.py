@@ -47,7 +47,23 @@ def parse(text: str) -> str:
     if not names or unknown or NONE in names:
         choices = ", ".join([*available(), NONE])
         return _refuse(f"must be one of {choices}")
+    for name in names:
+        if name not in BUILT_IN and (why := unloadable(available()[name])) is not None:
+            return _refuse(f"names the framework unit {name!r}, which cannot be loaded ({why})")
     return ",".join(names)
+
+
+def unloadable(module: str) -> str | None:
+    """Why another distribution's unit (``module:attribute``) cannot be imported, or None: asked for by name, it is
+    imported now, so that a run never goes on without the framework it was asked to diagnose."""
+    import importlib
+
+    where, _, attribute = module.partition(":")
+    try:
+        getattr(importlib.import_module(where), attribute or "FRAMEWORK")
+    except Exception as exc:  # noqa: BLE001 - another distribution's code: any fault is the reason
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _refuse(message: str) -> str:

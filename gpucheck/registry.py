@@ -27,8 +27,7 @@ from gpucheck.unit import ChildProbe, Explain, Framework, InProcess, LayerRule, 
 
 def _load(name: str, module: str) -> Framework:
     """A framework unit's ``FRAMEWORK``: a module's attribute, or the object an entry point names."""
-    where, _, attribute = module.partition(":")
-    found = getattr(importlib.import_module(where), attribute or "FRAMEWORK", None)
+    found = frameworks.resolve(module)
     if not isinstance(found, Framework) or found.name != name:
         raise TypeError(f"{module} (framework {name!r}) is not a gpucheck.unit.Framework named {name!r}")
     return found

@@ -204,9 +204,8 @@ def test_a_frameworks_checks_in_a_run_that_asks_for_another_are_not_checked(
     fake_machine(H100)
     run = run_gpucheck("--gpucheck-framework=numpy", "-rs")
     checks = {c["nodeid"].split("::")[-1]: c for c in run.report["checks"]}
-    tf_checks = [n for n, c in checks.items() if "frameworks/tensorflow" in c["nodeid"] or n.startswith("test_tensorflow")]
     tf_names = {"test_tensorflow_importable", "test_gpu_results_match_cpu_reference", "test_cudnn_loads", "test_driver_new_enough"}
     assert tf_names <= set(checks), sorted(checks)
     assert all(checks[n]["outcome"] == "skipped" for n in tf_names), {n: checks[n] for n in tf_names}
     assert "not checked: --gpucheck-framework=numpy" in run.result.stdout.str()
-    assert set(run.report["frameworks"]) == {"numpy"} and tf_checks is not None
+    assert set(run.report["frameworks"]) == {"numpy"}

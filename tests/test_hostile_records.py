@@ -297,10 +297,11 @@ def calls(fn: Callable[[], object]) -> int:
     return count
 
 
-@pytest.fixture
-def judged(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str]], Callable[[], list[Any]]]:
-    """The records rules over the facts of a real diagnosis of a fake one-GPU machine, the kernel log's records
-    replaced by those parsed from the messages given."""
+def one_gpu_records(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[Any], Callable[[], list[Any]]]:
+    """A real diagnosis (``--gpucheck-framework=none``) of a fake one-GPU machine; what it returns gives, for records
+    facts built from that diagnosis's own (``base.facts`` -> the facts to judge), the records rules over them."""
+    from dataclasses import replace
+
     from gpucheck.diagnosis import Diagnosis
     from gpucheck.records.facts import FIELD, outcome
     from gpucheck.records.rules import records_rules
@@ -313,13 +314,25 @@ def judged(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str
     base = outcome(facts)
     assert base is not None and base.facts is not None
 
+    def rules_over(build: Any) -> Callable[[], list[Any]]:
+        assert facts is not None and base is not None and base.facts is not None
+        these = facts.with_field(FIELD, replace(base, facts=build(base.facts)))
+        return lambda: records_rules(these, settings)
+
+    return rules_over
+
+
+@pytest.fixture
+def judged(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str]], Callable[[], list[Any]]]:
+    """The records rules over the facts of a real diagnosis of a fake one-GPU machine, the kernel log's records
+    replaced by those parsed from the messages given."""
+    from dataclasses import replace
+
+    rules_over = one_gpu_records(fake_machine)
+
     def over(messages: list[str]) -> Callable[[], list[Any]]:
         xids, _ = parse_records(text_line(m) for m in messages)
-        from dataclasses import replace
-
-        assert base is not None and base.facts is not None
-        these = facts.with_field(FIELD, replace(base, facts=replace(base.facts, xids=xids)))
-        return lambda: records_rules(these, settings)
+        return rules_over(lambda base: replace(base, xids=xids))
 
     return over
 

@@ -24,12 +24,13 @@ from tests.test_hostile_records import (
     calls,
     doctor,
     faulting_processes,
+    one_gpu_records,
     records_facts,
     unknown_codes,
     with_log,
     with_records,
 )
-from tests.test_kernel_log import kmsg_text, machine
+from tests.test_kernel_log import kmsg_text
 
 #: The real Xid 79 line (tests/logs/kmsg/xid79-open-gpu-kernel-modules-1151.log) on the fake machine's GPU.
 XID79 = "NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus."
@@ -107,30 +108,22 @@ def test_thousands_of_codes_not_in_the_catalog_are_counted_together() -> None:
     assert sorted((d.code, d.records) for d in read.dropped) == [(c, 30 - KEPT) for c in range(1100 - KEPT, 1100)]
 
 
+def kept(base: Any, messages: list[str]) -> Any:
+    """``base`` (records facts) with what the child keeps of ``messages`` (``read_records``)."""
+    read = read_records(lines(messages))
+    return replace(base, xids=read.xids, kept=KEPT, dropped=read.dropped,
+                   application_processes=read.application_processes, uncatalogued=read.uncatalogued)
+
+
 @pytest.fixture
 def both(fake_machine: Callable[[dict[str, Any]], Path]) -> Callable[[list[str]], tuple[list[Any], list[Any]]]:
     """The records rules over the facts of a real diagnosis of a fake one-GPU machine, the kernel log's records those of
     the messages given: every record (``parse_records``) and what the child keeps (``read_records``)."""
-    from gpucheck.diagnosis import Diagnosis
-    from gpucheck.records.facts import FIELD, outcome
-    from gpucheck.records.rules import records_rules
-    from gpucheck.settings import Settings
-
-    fake_machine(machine(["0000:07:00.0"], kmsg_text()))
-    settings = Settings(framework="none")
-    facts = Diagnosis(settings).result().facts
-    assert facts is not None
-    base = outcome(facts)
-    assert base is not None and base.facts is not None
+    rules_over = one_gpu_records(fake_machine)
 
     def over(messages: list[str]) -> tuple[list[Any], list[Any]]:
-        assert facts is not None and base is not None and base.facts is not None
-        every = replace(base.facts, xids=parse_records(lines(messages))[0])
-        read = read_records(lines(messages))
-        kept = replace(base.facts, xids=read.xids, kept=KEPT, dropped=read.dropped,
-                       application_processes=read.application_processes, uncatalogued=read.uncatalogued)
-        judged = [records_rules(facts.with_field(FIELD, replace(base, facts=f)), settings) for f in (every, kept)]
-        return judged[0], judged[1]
+        every = rules_over(lambda base: replace(base, xids=parse_records(lines(messages))[0]))()
+        return every, rules_over(lambda base: kept(base, messages))()
 
     return over
 
@@ -185,25 +178,10 @@ def test_the_rules_cost_no_more_for_16000_processes_than_for_1000(
 ) -> None:
     """Over what the child keeps the rules' cost stops growing: 16,000 processes cost the operations of 1,000 (with
     room: twice). Over every record they stay linear (tests/test_hostile_records.py)."""
-    from gpucheck.diagnosis import Diagnosis
-    from gpucheck.records.facts import FIELD, outcome
-    from gpucheck.records.rules import records_rules
-    from gpucheck.settings import Settings
-
-    fake_machine(machine(["0000:07:00.0"], kmsg_text()))
-    settings = Settings(framework="none")
-    facts = Diagnosis(settings).result().facts
-    assert facts is not None
-    base = outcome(facts)
-    assert base is not None and base.facts is not None
+    rules_over = one_gpu_records(fake_machine)
 
     def judge(n: int) -> Callable[[], object]:
-        assert facts is not None and base is not None and base.facts is not None
-        read = read_records(lines(faulting_processes(n)))
-        these = facts.with_field(FIELD, replace(base, facts=replace(
-            base.facts, xids=read.xids, kept=KEPT, dropped=read.dropped, application_processes=read.application_processes,
-            uncatalogued=read.uncatalogued)))
-        return lambda: records_rules(these, settings)
+        return rules_over(lambda base: kept(base, faulting_processes(n)))
 
     small, large = calls(judge(1_000)), calls(judge(16_000))
     assert large <= 2 * small, (small, large)

@@ -53,14 +53,20 @@ def parse(text: str) -> str:
     return ",".join(names)
 
 
-def unloadable(module: str) -> str | None:
-    """Why another distribution's unit (``module:attribute``) cannot be imported, or None: asked for by name, it is
-    imported now, so that a run never goes on without the framework it was asked to diagnose."""
+def resolve(module: str) -> object:
+    """The object a unit's ``module:attribute`` names (the attribute ``FRAMEWORK`` where none is given), imported now;
+    whatever the import raises, it raises (AttributeError where the module has no such attribute)."""
     import importlib
 
     where, _, attribute = module.partition(":")
+    return getattr(importlib.import_module(where), attribute or "FRAMEWORK")
+
+
+def unloadable(module: str) -> str | None:
+    """Why another distribution's unit (``module:attribute``) cannot be imported, or None: asked for by name, it is
+    imported now, so that a run never goes on without the framework it was asked to diagnose."""
     try:
-        getattr(importlib.import_module(where), attribute or "FRAMEWORK")
+        resolve(module)
     except Exception as exc:  # noqa: BLE001 - another distribution's code: any fault is the reason
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -308,6 +308,9 @@ SLOW_FIXTURES = frozenset({"pytester", "run_gpucheck", "gpucheck_shared", "fake_
 #: prefix (a file, a test, or a parametrized test's name), each with why.
 SLOW_TESTS: dict[str, str] = {
     "tests/test_neighbours.py": "other projects' own suites, each run twice through its own command line",
+    "tests/test_torch_session.py::test_pytest_gpucheck_with_only_the_torch_cpu_wheel": (
+        "a venv with the torch wheel (made once per cache), then `pytest --gpucheck` in it"
+    ),
     "tests/test_pypi_clash.py::test_both_orders_then_the_other_uninstalled": "pip installs and uninstalls wheels",
     "tests/test_gpu_acceptance.py::test_the_gpu_command_on_this_host": "the acceptance command, TensorFlow and benchmarks",
     "tests/test_gpu_acceptance.py::test_a_step_is_killed_with_its_process_group": "waits out a step's time limit",

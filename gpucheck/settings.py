@@ -43,6 +43,9 @@ class Option:
     const: str | None = None
     #: A setting of a pytest run of the user's own suite (the ``gpu`` marker, xdist workers): not doctor's.
     pytest_only: bool = False
+    #: Where the default depends on the machine (the installed frameworks): the value a run that leaves the setting
+    #: alone gets, asked when the settings are resolved (``default`` is then what ``Settings()`` itself holds).
+    default_of: Callable[[], str] | None = None
 
     @property
     def flag(self) -> str:
@@ -102,14 +105,22 @@ DEFAULT_FRAMEWORK = "tensorflow"
 
 
 def parse_framework(text: str) -> str:
-    """``none``, or one or more frameworks' names (``gpucheck.frameworks.parse``). The default and ``none`` need no
-    registry: a run that leaves the option alone (every run of a suite that does not use gpucheck) loads none."""
+    """``none``, ``all``, or one or more frameworks' names (``gpucheck.frameworks.parse``). The default and ``none``
+    need no registry: a run that leaves the option alone (every run of a suite that does not use gpucheck) loads none."""
     value = text.strip().lower()
     if value in (DEFAULT_FRAMEWORK, "none"):
         return value
     from gpucheck import frameworks
 
     return frameworks.parse(text)
+
+
+def installed_frameworks() -> str:
+    """The default of --gpucheck-framework: the built-in frameworks installed here, found without importing them
+    (``gpucheck.frameworks.default``); tensorflow where none is."""
+    from gpucheck import frameworks
+
+    return frameworks.default()
 
 
 def parse_json_path(text: str) -> str:
@@ -255,10 +266,12 @@ OPTIONS: tuple[Option, ...] = (
         "framework",
         parse_framework,
         DEFAULT_FRAMEWORK,
-        "the framework to diagnose: tensorflow (or another registered framework unit, or several comma-separated), "
-        "or none for the GPU stack alone (hardware, kernel, driver, visibility, resources, health: a node's health "
-        "without a framework; default tensorflow)",
+        "the frameworks to diagnose: tensorflow, torch (or another registered framework unit), several "
+        "comma-separated, all (every installed framework), or none for the GPU stack alone (hardware, kernel, "
+        "driver, visibility, resources, health: a node's health without a framework); default: the frameworks "
+        "installed here, found without importing them (tensorflow where none is)",
         "NAME",
+        default_of=installed_frameworks,
     ),
     Option(
         "deep",
@@ -442,6 +455,8 @@ def _raw(cli: Lookup, ini: Lookup, opt: Option, env: Mapping[str, str], ini_orig
         raise SettingError(f"{opt.flag} takes one value, not a list (got {value!r} from ini key {opt.ini} in {ini_origin})")
     if value not in (None, "", []):
         return str(value), f"ini key {opt.ini} in {ini_origin}"
+    if opt.default_of is not None:
+        return opt.default_of(), "default"
     if opt.default is not None:
         return opt.default, "default"
     return None, "default"

@@ -191,7 +191,7 @@ BAD = {
     "not a number": (["--timeout=abc"], {}, "--timeout must be a number of seconds"),
     "environment": ([], {"GPUCHECK_TIMEOUT": "-1"}, "from environment variable GPUCHECK_TIMEOUT"),
     "unknown option": (["--bogus"], {}, "unrecognized arguments: --bogus"),
-    "framework": (["--framework=pytorch"], {}, "--framework must be one of tensorflow, none"),
+    "framework": (["--framework=pytorch"], {}, "--framework must be one of tensorflow, torch, all, none"),
     "no gpus": (["--expect-gpus=0"], {}, "--expect-gpus must be a number of GPUs of at least 1"),
     "fail-on": (["--fail-on=broken"], {}, "invalid choice: 'broken'"),
     "json is a folder": (["--json", "."], {}, "cannot write the report to .: it is a directory"),

@@ -128,10 +128,10 @@ def test_an_unknown_framework_is_a_usage_error_naming_the_registered_ones(
 ) -> None:
     run = run_gpucheck("--gpucheck-framework=torchy")
     assert run.result.ret == 4
-    assert "must be one of tensorflow, numpy, none" in run.result.stderr.str()
+    assert "must be one of tensorflow, torch, numpy, all, none" in run.result.stderr.str()
     monkeypatch.delenv("PYTHONPATH")
     run = run_gpucheck("--gpucheck-framework=numpy")
-    assert run.result.ret == 4 and "must be one of tensorflow, none" in run.result.stderr.str()
+    assert run.result.ret == 4 and "must be one of tensorflow, torch, all, none" in run.result.stderr.str()
 
 
 def test_the_settings_default_is_the_registrys() -> None:
@@ -189,7 +189,7 @@ def test_a_framework_unit_that_cannot_be_loaded_is_left_out_with_a_warning(
     assert "the framework unit 'broken' (broken_unit:FRAMEWORK" in out and "its own dependency is missing" in out, out
     assert "Traceback" not in out
     refused = run_gpucheck("--gpucheck-framework=Not A Name")
-    assert refused.result.ret == 4 and "must be one of tensorflow, broken, none" in refused.result.stderr.str()
+    assert refused.result.ret == 4 and "must be one of tensorflow, torch, broken, all, none" in refused.result.stderr.str()
     # Asked for by name, it is a usage error that says why: never a run that goes on without it.
     asked = run_gpucheck("--gpucheck-framework=tensorflow,broken")
     err = asked.result.stderr.str()

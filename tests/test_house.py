@@ -75,6 +75,13 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.tensorflow.checks_memory": 8,
     "gpucheck.frameworks.tensorflow.checks_framework": 8,
     "gpucheck.frameworks.tensorflow.checks_libraries": 8,
+    "gpucheck.frameworks.torch": 3,
+    "gpucheck.frameworks.torch.units": 3,
+    "gpucheck.frameworks.torch.facts": 0,
+    "gpucheck.frameworks.torch.view": 2,
+    "gpucheck.frameworks.torch.child": 2,
+    "gpucheck.frameworks.torch.rules": 2,
+    "gpucheck.frameworks.torch.checks_torch": 8,
     # 4: the registry of units
     "gpucheck.registry": 4,
     # 5: the diagnosis (probes run, rules applied); 6: its rendering and the commands' own modules
@@ -129,7 +136,7 @@ CONTRACTS = (
 PYTEST_MODULES = (
     "gpucheck.plugin", "gpucheck.suite", "gpucheck.options", "gpucheck.session", "gpucheck.checks", "gpucheck.performance.plugin",
     "gpucheck.htmlreport", "gpucheck.performance.checks_", "gpucheck.cluster.checks_", "gpucheck.records.checks_",
-    "gpucheck.frameworks.tensorflow.checks_",
+    "gpucheck.frameworks.tensorflow.checks_", "gpucheck.frameworks.torch.checks_",
 )
 
 

@@ -444,7 +444,7 @@ def test_gpu_stack_alone_on_this_host(pytester: pytest.Pytester, run_gpucheck: C
     run.result.stdout.fnmatch_lines(["gpucheck: no NVIDIA GPU;*TensorFlow: not diagnosed (--gpucheck-framework=none)"])
     bad = pytester.runpytest_subprocess("--gpucheck", "--gpucheck-framework=pytorch", *RUN_OPTIONS)
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    bad.stderr.fnmatch_lines(["*--gpucheck-framework must be one of tensorflow, none (got 'pytorch' from --gpucheck-framework)*"])
+    bad.stderr.fnmatch_lines(["*--gpucheck-framework must be one of tensorflow, torch, all, none (got 'pytorch' from --gpucheck-framework)*"])
 
 
 def test_benchmarks_under_xdist_are_refused_with_a_sentence(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

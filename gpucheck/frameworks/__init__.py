@@ -16,11 +16,19 @@ from functools import cache
 GROUP = "gpucheck.frameworks"
 #: --gpucheck-framework=none: the GPU stack alone.
 NONE = "none"
+#: --gpucheck-framework=all: every installed framework.
+ALL = "all"
 #: The built-in framework units: name -> package. Adding one is its package, its catalog ids and this line.
-BUILT_IN: dict[str, str] = {"tensorflow": "gpucheck.frameworks.tensorflow.units"}
+BUILT_IN: dict[str, str] = {
+    "tensorflow": "gpucheck.frameworks.tensorflow.units",
+    "torch": "gpucheck.frameworks.torch.units",
+}
+#: The module a program imports to use each built-in framework (its ``Framework.module``, which a test holds equal):
+#: whether it is installed is asked of ``importlib.util.find_spec``, without importing it or its unit.
+MODULES: dict[str, str] = {"tensorflow": "tensorflow", "torch": "torch"}
 #: A framework's name: what --gpucheck-framework and ``gpu(framework=...)`` take.
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-#: What a run diagnoses unless told otherwise.
+#: What a run diagnoses where no framework is installed (so that it says framework-missing with the pip command).
 DEFAULT = "tensorflow"
 
 
@@ -37,15 +45,56 @@ def available() -> dict[str, str]:
     return out
 
 
+def installed_module(module: str) -> bool:
+    """Whether ``module`` can be imported here, asked of the import system without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that fails, a module whose __spec__ is None
+        return False
+
+
+def installed() -> tuple[str, ...]:
+    """The built-in frameworks installed here (their module is found; nothing is imported)."""
+    return tuple(name for name, module in MODULES.items() if installed_module(module))
+
+
+def default() -> str:
+    """What a run diagnoses unless told otherwise: the built-in frameworks installed here, else ``DEFAULT``."""
+    return ",".join(installed()) or DEFAULT
+
+
+def _all() -> list[str]:
+    """--gpucheck-framework=all: every framework unit whose module is installed (another distribution's unit is
+    loaded to ask for its module); where none is, every framework unit, each then saying it is missing."""
+    names = list(available())
+    found = [n for n in names if installed_module(MODULES[n] if n in MODULES else _module_of(available()[n]))]
+    return found or names
+
+
+def _module_of(unit: str) -> str:
+    """The module another distribution's framework unit (``module:attribute``) says a program imports ("" where it
+    cannot be loaded: that unit is then not installed)."""
+    try:
+        module = getattr(resolve(unit), "module", "")
+    except Exception:  # noqa: BLE001 - another distribution's code: any fault means it cannot be asked
+        return ""
+    return module if isinstance(module, str) and module else ""
+
+
 def parse(text: str) -> str:
-    """A value of --gpucheck-framework: ``none``, or one or more framework names, comma-separated (normalised:
-    lower case, no spaces, no repeats). Raises ValueError naming the frameworks there are."""
+    """A value of --gpucheck-framework: ``none``, ``all`` (every installed framework), or one or more framework names,
+    comma-separated (normalised: lower case, no spaces, no repeats). Raises ValueError naming the frameworks there
+    are."""
     names = list(dict.fromkeys(n.strip() for n in text.strip().lower().split(",") if n.strip()))
     if names == [NONE]:
         return NONE
+    if names == [ALL]:
+        names = _all()
     unknown = [n for n in names if n not in BUILT_IN and n not in available()]
-    if not names or unknown or NONE in names:
-        choices = ", ".join([*available(), NONE])
+    if not names or unknown or NONE in names or ALL in names:
+        choices = ", ".join([*available(), ALL, NONE])
         return _refuse(f"must be one of {choices}")
     for name in names:
         if name not in BUILT_IN and (why := unloadable(available()[name])) is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os.path
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from gpucheck.facts import ChildExit, Facts, NvmlGpu, PciDevice
@@ -98,6 +99,60 @@ def child_evidence(exit_: ChildExit) -> dict[str, Any]:
         "output_tail": [ln for ln in exit_.stderr_tail if not _TRACE_LINE.match(ln)][-15:],
         "error": exit_.error,
     }
+
+
+@dataclass(frozen=True)
+class FrameworkProbe:
+    """How a framework's findings about its own probe child name it: its title, the call it starts with, a command
+    a person runs to see where it stops, and what its fatal log lines say (empty where it has none)."""
+
+    title: str
+    first_call: str
+    try_it: str
+    fatal_lines: str = ""
+
+
+def framework_probe_failure(probe: FrameworkProbe, exit_: ChildExit, timeout: float) -> Finding:
+    """A framework's probe child that reported nothing: ``framework-hung`` (killed at its time limit) or
+    ``framework-crashed`` (it died, could not run or ended without reporting)."""
+    return _framework_hung(probe, exit_, timeout) if exit_.status == "timeout" else framework_crashed(probe, exit_)
+
+
+def _framework_hung(probe: FrameworkProbe, exit_: ChildExit, timeout: float) -> Finding:
+    """``framework-hung``: the framework's probe was killed at its time limit before it reported."""
+    return finding(
+        "framework-hung",
+        Severity.BLOCKER,
+        summary=f"{probe.title} did not finish {exit_.last_stage or 'starting'} within {timeout:g} s.",
+        cause=(
+            f"The {probe.title} probe was killed with its process group after {timeout:g} s in "
+            f"{exit_.last_stage or 'start-up'}; no lower driver call hung on its own."
+        ),
+        remedy=(
+            f"Run `{probe.try_it}` to see where it stops; a slow first start (PTX JIT compilation) needs a larger "
+            "--gpucheck-timeout."
+        ),
+        evidence=child_evidence(exit_),
+    )
+
+
+def framework_crashed(probe: FrameworkProbe, exit_: ChildExit) -> Finding:
+    """``framework-crashed``: the framework's probe died, could not run, or ended without reporting."""
+    how = exit_.signal or (f"exit code {exit_.returncode}" if exit_.returncode is not None else exit_.error)
+    return finding(
+        "framework-crashed",
+        Severity.BLOCKER,
+        summary=f"The {probe.title} probe process died ({how}) in {exit_.last_stage or 'start-up'}.",
+        cause=(
+            f"Python running `{exit_.last_stage or probe.first_call}` ended with {how} before it could "
+            f"report; {probe.title}'s last output is in the evidence."
+        ),
+        remedy=(
+            f"Read the last lines of output in the evidence: {probe.fatal_lines}an illegal-instruction signal means "
+            "the wheel needs CPU features this machine lacks."
+        ),
+        evidence=child_evidence(exit_),
+    )
 
 
 def probe_failure(name: str, library: str, exit_: ChildExit, timeout: float) -> Finding | None:

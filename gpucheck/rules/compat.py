@@ -15,6 +15,23 @@ from gpucheck.rules.common import library_version
 
 
 @dataclass(frozen=True)
+class Words:
+    """How the findings name a framework's build and its other builds: each framework unit gives its own (the
+    defaults name none)."""
+
+    #: "TensorFlow", "PyTorch".
+    title: str = "the framework"
+    #: What the framework does with a GPU its build cannot run on, in its own words.
+    refusal: str = "the framework cannot use the device"
+    #: Where the builds for other CUDA versions are.
+    other_builds: str = "a build of the framework for the CUDA this driver serves"
+    #: An older release that still covers an architecture.
+    older_build: str = "an older release whose build still compiles for this architecture"
+    #: How to build it for an architecture from source (``{cc}`` is the compute capability).
+    from_source: str = "build it from source for compute capability {cc}"
+
+
+@dataclass(frozen=True)
 class Build:
     """What the framework was built with, wherever it was read from."""
 
@@ -24,6 +41,8 @@ class Build:
     source: str
     #: The CUDA runtime it loaded (its libcudart's version), where known.
     runtime: str | None = None
+    #: How the findings name it.
+    words: Words = Words()
 
 
 def driver_version_text(facts: Facts) -> str | None:
@@ -144,7 +163,7 @@ def _too_old(j: knowledge.DriverJudgement, build: Build, evidence: dict[str, Any
         Severity.BLOCKER,
         summary=(
             f"The NVIDIA driver {j.driver_version or ''} (CUDA {j.driver_cuda or '?'}) is too old for CUDA "
-            f"{j.build_cuda}, which TensorFlow {build.framework_version or ''} uses.".replace("  ", " ")
+            f"{j.build_cuda}, which {build.words.title} {build.framework_version or ''} uses.".replace("  ", " ")
         ),
         cause=(
             f"CUDA {j.build_cuda} needs driver >= {j.required_driver or '?'} ({j.required_driver_basis or knowledge.TABLE}); "
@@ -154,7 +173,7 @@ def _too_old(j: knowledge.DriverJudgement, build: Build, evidence: dict[str, Any
         remedy=(
             f"Install an NVIDIA driver {_at_least(j)} "
             "(e.g. `sudo apt install nvidia-driver-<branch>` or the data-center driver for your GPU) and reboot; "
-            "or use a TensorFlow built for the CUDA this driver serves (see tensorflow.org/install/source#gpu)."
+            f"or use {build.words.other_builds}."
         ),
         evidence=evidence,
     )
@@ -172,7 +191,7 @@ def _ptx_needs_newer_driver(
         "driver-too-old",
         Severity.BLOCKER,
         summary=(
-            f"{names} only has PTX in this TensorFlow build, and driver {j.driver_version or ''} (CUDA "
+            f"{names} only has PTX in this {build.words.title} build, and driver {j.driver_version or ''} (CUDA "
             f"{j.driver_cuda}) is too old to JIT-compile PTX from CUDA {j.build_cuda}."
         ),
         cause=(
@@ -222,17 +241,16 @@ def _arch_unsupported(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: 
         Severity.BLOCKER,
         summary=(
             f"GPU {dev.ordinal} ({dev.name}, compute capability {verdict.compute_capability}) is not supported by "
-            f"this TensorFlow build (SASS {', '.join(verdict.sass) or 'none'}; PTX {', '.join(verdict.ptx) or 'none'})."
+            f"this {build.words.title} build (SASS {', '.join(verdict.sass) or 'none'}; PTX {', '.join(verdict.ptx) or 'none'})."
         ),
         cause=(
             f"SASS runs only on its own major architecture with an equal or higher minor, PTX only on the same or "
             f"newer architectures: nothing in the build can run on compute capability {verdict.compute_capability}; "
-            f"TensorFlow ignores the device ('The minimum required Cuda capability is …').{too_new_note}{floor_note}"
+            f"{build.words.refusal}.{too_new_note}{floor_note}"
         ),
         remedy=(
-            "Use a GPU the build covers, an older TensorFlow whose tested build still compiles for this "
-            "architecture (tensorflow.org/install/source#gpu), or build TensorFlow from source with "
-            f"`TF_CUDA_COMPUTE_CAPABILITIES={verdict.compute_capability}`."
+            f"Use a GPU the build covers, {build.words.older_build}, or "
+            f"{build.words.from_source.format(cc=verdict.compute_capability)}."
         ),
         evidence={**_gpu_evidence(dev, verdict), "build_cuda": build.cuda_version, "build_source": build.source},
         subject=str(dev.ordinal),
@@ -250,7 +268,7 @@ def _ptx_jit(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: Build, en
         Severity.DEGRADED if disabled else Severity.INFO,
         summary=(
             f"GPU {dev.ordinal} ({dev.name}, compute capability {verdict.compute_capability}) has no SASS in this "
-            f"build: TensorFlow's kernels are JIT-compiled from {verdict.uses} at first start."
+            f"build: {build.words.title}'s kernels are JIT-compiled from {verdict.uses} at first start."
         ),
         cause=(
             f"The build ships SASS for {', '.join(verdict.sass) or 'no architecture'} and PTX {verdict.uses}; the "
@@ -263,7 +281,7 @@ def _ptx_jit(dev: CudaDevice, verdict: knowledge.ArchJudgement, build: Build, en
             f"`export CUDA_CACHE_MAXSIZE={cache['suggested_maxsize']}` (the maximum) and, in containers or CI, "
             f"`export CUDA_CACHE_PATH=/a/persistent/dir` (default {cache['default_path']})"
             + ("; unset CUDA_CACHE_DISABLE" if disabled else "")
-            + "; raise --gpucheck-timeout if the first TensorFlow start times out."
+            + f"; raise --gpucheck-timeout if the first {build.words.title} start times out."
         ),
         evidence={
             **_gpu_evidence(dev, verdict),

@@ -31,7 +31,7 @@ def _no_nvidia_gpu(facts: Facts) -> list[Finding]:
             ),
             remedy=(
                 "Run on a machine with an NVIDIA GPU: on a cloud, choose a GPU instance type; on a VM, pass the GPU "
-                "through (PCI passthrough or vGPU). TensorFlow will run on the CPU here."
+                f"through (PCI passthrough or vGPU).{_on_the_cpu(facts)}"
             ),
             evidence={
                 "sysfs": hw.source,
@@ -213,3 +213,9 @@ def _nodes_remedy(missing: list[str], denied: list[str], nvd: str | None) -> str
         "Start the container with GPUs: `docker run --gpus all …` (NVIDIA Container Toolkit) or, on "
         "Kubernetes, request `nvidia.com/gpu`. On a bare host, create the nodes with `sudo nvidia-modprobe -c=0 -u`."
     )
+
+
+def _on_the_cpu(facts: Facts) -> str:
+    """" TensorFlow will run on the CPU here." for the frameworks this run diagnoses (none: nothing)."""
+    titles = [view.title for view in facts.frameworks.values()]
+    return f" {' and '.join(titles)} will run on the CPU here." if titles else ""

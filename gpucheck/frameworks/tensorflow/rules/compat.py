@@ -8,8 +8,17 @@ from typing import Any
 from gpucheck.facts import Facts, facts_of
 from gpucheck.frameworks.tensorflow import facts as tff
 from gpucheck.model import Finding
-from gpucheck.rules.compat import Build, judge
+from gpucheck.rules.compat import Build, Words, judge
 from gpucheck.settings import Settings
+
+#: How the compatibility findings name TensorFlow's build.
+WORDS = Words(
+    title="TensorFlow",
+    refusal="TensorFlow ignores the device ('The minimum required Cuda capability is …')",
+    other_builds="a TensorFlow built for the CUDA this driver serves (see tensorflow.org/install/source#gpu)",
+    older_build="an older TensorFlow whose tested build still compiles for this architecture (tensorflow.org/install/source#gpu)",
+    from_source="build TensorFlow from source with `TF_CUDA_COMPUTE_CAPABILITIES={cc}`",
+)
 
 
 def framework_build(facts: Facts) -> Build | None:
@@ -28,7 +37,9 @@ def framework_build(facts: Facts) -> Build | None:
         archs = info.get("cuda_compute_capabilities") or []
         if isinstance(archs, str):
             archs = [archs]
-        return Build(version, str(info["cuda_version"]), tuple(str(a) for a in archs), source, runtime_version(facts))
+        return Build(
+            version, str(info["cuda_version"]), tuple(str(a) for a in archs), source, runtime_version(facts), WORDS
+        )
     return None
 
 

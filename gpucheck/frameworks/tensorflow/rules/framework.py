@@ -8,9 +8,16 @@ from gpucheck.facts import ChildExit, Facts
 from gpucheck.frameworks.tensorflow import facts as tff
 from gpucheck.frameworks.tensorflow.facts import FrameworkFacts
 from gpucheck.model import Finding, Severity, finding
-from gpucheck.rules.common import child_evidence
+from gpucheck.rules.common import FrameworkProbe, framework_crashed, framework_probe_failure
 from gpucheck.settings import Settings
 
+#: How the findings about TensorFlow's probe child name it.
+PROBE = FrameworkProbe(
+    "TensorFlow",
+    "import tensorflow",
+    'python -c "import tensorflow as tf; print(tf.config.list_physical_devices())"',
+    "a `F…` (LOG(FATAL)) line names what TensorFlow refused; ",
+)
 #: absl/TensorFlow log lines: severity letter, date, time, thread, file:line] message.
 TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} ")
 
@@ -37,9 +44,9 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     exit_, tf = probe.exit, probe.facts
     if tf is None:
-        return [_framework_hung(exit_, settings.timeout) if exit_.status == "timeout" else _framework_crashed(exit_)]
+        return [framework_probe_failure(PROBE, exit_, settings.timeout)]
     if exit_.status in ("crashed", "error"):
-        return [_framework_crashed(exit_)]
+        return [framework_crashed(PROBE, exit_)]
     if not tf.importable:
         return [_framework_missing(tf, exit_)]
     if not tf.is_cuda_build:
@@ -47,43 +54,6 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     if not tf.gpus:
         return [_framework_gpu_init_failed(tf, exit_)]
     return []
-
-
-def _framework_hung(exit_: ChildExit, timeout: float) -> Finding:
-    """``framework-hung``: the TensorFlow probe was killed at its time limit before it reported."""
-    return finding(
-        "framework-hung",
-        Severity.BLOCKER,
-        summary=f"TensorFlow did not finish {exit_.last_stage or 'starting'} within {timeout:g} s.",
-        cause=(
-            f"The TensorFlow probe was killed with its process group after {timeout:g} s in "
-            f"{exit_.last_stage or 'start-up'}; no lower driver call hung on its own."
-        ),
-        remedy=(
-            "Run `python -c \"import tensorflow as tf; print(tf.config.list_physical_devices())\"` to see where "
-            "it stops; a slow first start (PTX JIT compilation) needs a larger --gpucheck-timeout."
-        ),
-        evidence=child_evidence(exit_),
-    )
-
-
-def _framework_crashed(exit_: ChildExit) -> Finding:
-    """``framework-crashed``: the TensorFlow probe died, could not run, or ended without reporting."""
-    how = exit_.signal or (f"exit code {exit_.returncode}" if exit_.returncode is not None else exit_.error)
-    return finding(
-        "framework-crashed",
-        Severity.BLOCKER,
-        summary=f"The TensorFlow probe process died ({how}) in {exit_.last_stage or 'start-up'}.",
-        cause=(
-            f"Python running `{exit_.last_stage or 'import tensorflow'}` ended with {how} before it could "
-            "report; TensorFlow's last output is in the evidence."
-        ),
-        remedy=(
-            "Read the last lines of output in the evidence: a `F…` (LOG(FATAL)) line names what TensorFlow "
-            "refused; an illegal-instruction signal means the wheel needs CPU features this machine lacks."
-        ),
-        evidence=child_evidence(exit_),
-    )
 
 
 def _framework_missing(tf: FrameworkFacts, exit_: ChildExit) -> Finding:

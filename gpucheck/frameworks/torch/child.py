@@ -1,0 +1,121 @@
+"""The PyTorch child: ``import torch``, then what torch says of its build and of the GPUs, read without running a
+kernel (``torch.cuda.is_available()`` asks the CUDA runtime for its device count, which initialises the driver; the
+names and capabilities initialise torch's CUDA state; nothing is allocated or launched). Runs only in a probe child:
+a hung ``cuInit`` hangs torch with it, and the parent's time limit ends it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from gpucheck.frameworks.torch.facts import TorchDevice, TorchFacts
+from gpucheck.protocol import stage
+
+T = TypeVar("T")
+#: The libraries worth naming among those the process mapped: CUDA's, cuDNN's, NCCL's, the driver's and torch's own.
+_LIBRARY = re.compile(
+    r"/lib(cuda|cudart|cudnn\w*|cublas\w*|cufft\w*|curand|cusolver\w*|cusparse\w*|nvJitLink|nvrtc\w*|nccl|"
+    r"nvidia-ml|torch\w*|c10\w*)\.so[.\w]*$"
+)
+#: The most lines of /proc/self/maps read (a process maps a few thousand).
+_MAPS_LINES = 100_000
+
+
+def _error(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _read(errors: dict[str, str], what: str, read: Callable[[], T]) -> T | None:
+    """``read()``, or None with the exception kept in ``errors`` under ``what``."""
+    stage(what)
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - any fault of torch's is the fact we report
+        errors[what] = _error(exc)
+        return None
+
+
+def loaded_libraries(maps: str = "/proc/self/maps") -> tuple[str, ...]:
+    """The CUDA, cuDNN, NCCL, driver and torch libraries this process has mapped, each once, in mapping order."""
+    found: dict[str, None] = {}
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as lines:
+            for n, line in enumerate(lines):
+                if n >= _MAPS_LINES:
+                    break
+                parts = line.split(maxsplit=5)  # address, perms, offset, device, inode, path (anonymous: none)
+                if len(parts) == 6 and _LIBRARY.search(parts[5].strip()):
+                    found.setdefault(parts[5].strip())
+    except OSError:
+        return ()
+    return tuple(found)
+
+
+def _device(torch: Any, index: int, errors: dict[str, str]) -> TorchDevice:
+    def name() -> str:
+        return str(torch.cuda.get_device_name(index))
+
+    def capability() -> tuple[int, ...]:
+        return tuple(int(v) for v in torch.cuda.get_device_capability(index))
+
+    said = _read(errors, f"torch.cuda.get_device_name({index})", name)
+    cap = _read(errors, f"torch.cuda.get_device_capability({index})", capability)
+    return TorchDevice(index, said, (cap[0], cap[1]) if cap is not None and len(cap) == 2 else None)
+
+
+def _availability(torch: Any, errors: dict[str, str]) -> tuple[bool | None, tuple[str, ...], int | None]:
+    """``torch.cuda.is_available()`` and ``device_count()``, with the warnings either gave (torch only warns: the
+    warning's text is the cause)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = _read(errors, "torch.cuda.is_available", lambda: bool(torch.cuda.is_available()))
+        count = _read(errors, "torch.cuda.device_count", lambda: int(torch.cuda.device_count()))
+    said = tuple(dict.fromkeys(str(w.message) for w in caught))
+    return available, said, count
+
+
+def probe_torch() -> TorchFacts:
+    stage("import torch")
+    try:
+        torch: Any = importlib.import_module("torch")
+    except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
+        return TorchFacts(False, _error(exc))
+    location = getattr(torch, "__file__", None) or ", ".join(getattr(torch, "__path__", []))
+    if not hasattr(torch, "__version__") or not hasattr(torch, "cuda"):
+        # A file or folder named torch (a script called torch.py, a stray directory) found before the package.
+        return TorchFacts(
+            False,
+            f"`import torch` found {location or 'a namespace package'}, which is not the PyTorch package (a local "
+            "file or folder named torch shadows it)",
+            location=str(location),
+        )
+    errors: dict[str, str] = {}
+    version = str(torch.__version__)
+    cuda = _read(errors, "torch.version.cuda", lambda: torch.version.cuda)
+    compiled = getattr(torch._C, "_cuda_getCompiledVersion", None)
+    compiled_cuda = _read(errors, "torch._C._cuda_getCompiledVersion", lambda: int(compiled())) if compiled else None
+    cudnn = _read(errors, "torch.backends.cudnn.version", lambda: torch.backends.cudnn.version())
+    arch_list = _read(errors, "torch.cuda.get_arch_list", lambda: tuple(str(a) for a in torch.cuda.get_arch_list()))
+    available, said, count = _availability(torch, errors)
+    devices = tuple(_device(torch, index, errors) for index in range(count or 0))
+    return TorchFacts(
+        True,
+        None,
+        version,
+        str(location),
+        str(cuda) if cuda is not None else None,
+        compiled_cuda,
+        int(cudnn) if isinstance(cudnn, int) else None,
+        available,
+        said,
+        count,
+        devices,
+        arch_list or (),
+        loaded_libraries(),
+        errors,
+    )

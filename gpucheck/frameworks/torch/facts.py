@@ -1,0 +1,61 @@
+"""PyTorch's facts: what its child saw (``gpucheck.frameworks.torch.child``), as frozen dataclasses that round-trip
+through JSON (``gpucheck.facts``' codec). They live in ``Facts.units`` under ``FIELD``, read through ``torch_facts``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import cast
+
+from gpucheck.facts import Facts, ProbeOutcome
+
+#: The ``Facts.units`` field the PyTorch child fills (and its probe's name).
+FIELD = "torch"
+
+
+@dataclass(frozen=True)
+class TorchDevice:
+    """A CUDA device as torch lists it (``torch.cuda.get_device_name`` / ``get_device_capability``)."""
+
+    index: int
+    name: str | None
+    #: (major, minor); None where torch did not say.
+    capability: tuple[int, int] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    importable: bool
+    import_error: str | None
+    #: ``torch.__version__`` ("2.13.0+cpu").
+    version: str | None = None
+    #: Where ``import torch`` found the package.
+    location: str | None = None
+    #: ``torch.version.cuda``: the CUDA the wheel was built for ("13.0"); None on a CPU-only wheel.
+    cuda: str | None = None
+    #: ``torch._C._cuda_getCompiledVersion()`` (13000); None where the build has no CUDA.
+    compiled_cuda: int | None = None
+    #: ``torch.backends.cudnn.version()`` (91002); None where torch has no cuDNN.
+    cudnn: int | None = None
+    #: ``torch.cuda.is_available()`` and the warnings it gave (their text names the cause: "Error 804: ...").
+    available: bool | None = None
+    warnings: tuple[str, ...] = ()
+    #: ``torch.cuda.device_count()``.
+    device_count: int | None = None
+    devices: tuple[TorchDevice, ...] = ()
+    #: ``torch.cuda.get_arch_list()``: the architectures the build has code for ("sm_90", "compute_90").
+    arch_list: tuple[str, ...] = ()
+    #: The CUDA libraries (and torch's own) the process had loaded once it was done, from ``/proc/self/maps``.
+    libraries: tuple[str, ...] = ()
+    #: A reading that raised: what it was -> the exception in one line.
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cuda_build(self) -> bool:
+        return self.cuda is not None
+
+
+def torch_facts(facts: Facts) -> ProbeOutcome[TorchFacts] | None:
+    """The PyTorch child's outcome (None where this run did not start it)."""
+    return cast("ProbeOutcome[TorchFacts] | None", facts.unit(FIELD))

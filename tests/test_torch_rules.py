@@ -1,0 +1,300 @@
+"""PyTorch's rules and view (issue 36, phase 1), in-process on facts built by hand: what torch's child would have
+read, with torch's own words as people paste them into issues (each cited). The real child against the real CPU
+wheel is tests/test_torch_session.py's.
+
+- driver too old: "The NVIDIA driver on your system is too old (found version 12080)" from a CUDA 13.0 build on a
+  12.8 driver, pytorch/pytorch#162531 (PyTorch's own CI);
+- an architecture missing from the build: "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with
+  the current PyTorch installation. The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75
+  sm_80 sm_86 sm_90." (torch 2.5.1+cu124 on an RTX 5090, as issue 36 quotes it); "Found GPU0 Tesla K80 which is of
+  cuda capability 3.7 ... The minimum cuda capability supported by this library is 5.0" (torch 2.x on a K80);
+- cudaGetDeviceCount's errors: 804 "Error 804: forward compatibility was attempted on non supported HW"
+  (hpcaitech/ColossalAI#4381), 802 "Error 802: system not yet initialized" (pytorch/pytorch#35710, an NVSwitch machine
+  without Fabric Manager), 803 "Error 803: system has unsupported display driver / cuda driver combination", 805
+  "Error 805: MPS client failed to connect to the MPS control daemon or the MPS server", and "CUDA unknown error - this
+  may be due to an incorrectly set up environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program
+  start" (the CUDA runtime's texts for cudaErrorSystemNotReady .. cudaErrorUnknown, as torch prints them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpucheck import frameworks, registry
+from gpucheck.facts import (
+    ChildExit,
+    CudaCall,
+    CudaDevice,
+    CudaDriverFacts,
+    HardwareFacts,
+    KernelFacts,
+    LibraryLoad,
+    NvmlFacts,
+    PciDevice,
+    ProbeOutcome,
+    VisibilityFacts,
+)
+from gpucheck.frameworks.tensorflow.rules import compat as tf_compat
+from gpucheck.frameworks.torch.facts import TorchDevice, TorchFacts
+from gpucheck.frameworks.torch.rules.compat import compat_rules
+from gpucheck.frameworks.torch.rules.framework import framework_rules
+from gpucheck.frameworks.torch.view import cudnn_text
+from gpucheck.model import Finding
+from gpucheck.settings import Settings, resolve
+from tests.factsbuild import make_facts
+
+TORCH = Settings(framework="torch")
+OK_EXIT = ChildExit("ok", 0, None, 2.2, (), "write facts", None)
+#: The CPU wheel as its child reads it on this host (tests/test_torch_session.py runs the real one).
+CPU_WHEEL = TorchFacts(True, None, "2.13.0+cpu", "/venv/torch/__init__.py", available=False, device_count=0)
+#: torch 2.5.1+cu124's arch list, as its warning on an RTX 5090 quotes it.
+ARCHS_CU124 = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+TOO_OLD_12080 = (
+    "CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). Please update your GPU "
+    "driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+    "Alternatively, go to: https://pytorch.org/ to install a PyTorch version that has been compiled with your version "
+    "of the CUDA driver. (Triggered internally at /var/lib/jenkins/workspace/c10/cuda/CUDAFunctions.cpp:119.)"
+)
+
+
+def _count_error(number: int, text: str) -> str:
+    return (
+        "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+        f"calling NumCudaDevices() that might have already set an error? Error {number}: {text} (Triggered internally "
+        "at ../c10/cuda/CUDAFunctions.cpp:109.)"
+    )
+
+
+def cuda_build(version: str = "2.14.1+cu130", cuda: str = "13.0", **kw: Any) -> TorchFacts:
+    fields: dict[str, Any] = {
+        "compiled_cuda": int(cuda.split(".")[0]) * 1000 + int(cuda.split(".")[1]) * 10, "cudnn": 91002,
+        "available": True, "device_count": 1, "devices": (TorchDevice(0, "NVIDIA H100 80GB HBM3", (9, 0)),),
+        "arch_list": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+    }
+    fields.update(kw)
+    return TorchFacts(True, None, version, "/venv/torch/__init__.py", cuda, **fields)
+
+
+def machine(torch: TorchFacts | None, *, driver: str | None = "580.95.05", driver_cuda: int | None = 13000,
+            cc: tuple[int, int] = (9, 0), name: str = "NVIDIA H100 80GB HBM3", cuinit: int = 0,
+            exit_: ChildExit = OK_EXIT) -> Any:
+    """A host with one NVIDIA GPU and its driver (``driver=None``: no GPU, no driver, as this host), and torch's
+    child's facts."""
+    if driver is None:
+        hardware = HardwareFacts("/sys/bus/pci/devices", True, None, 6, False, (), ())
+        kernel = KernelFacts("/proc/driver/nvidia/version", None, None, "No such file", (), False, ())
+        lib = LibraryLoad("libcuda.so.1", False, None, "libcuda.so.1: cannot open shared object file")
+        cuda = CudaDriverFacts(lib, None, None, None)
+    else:
+        gpu = PciDevice("0000:04:00.0", "0x10de", "0x2330", "0x030200", "nvidia")
+        hardware = HardwareFacts("/sys/bus/pci/devices", True, None, 6, False, (gpu,), (gpu,))
+        kernel = KernelFacts("/proc/driver/nvidia/version", None, driver, None, (), True, ())
+        lib = LibraryLoad("libcuda.so.1", True, f"/usr/lib/x86_64-linux-gnu/libcuda.so.{driver}", None)
+        dev = CudaDevice(0, name, cc[0], cc[1], 80 * 2**30, "00000000:04:00.0", None, None)
+        code = CudaCall("cuInit", cuinit, None if cuinit else "CUDA_SUCCESS", None)
+        cuda = CudaDriverFacts(lib, code, driver_cuda, 0 if cuinit else 1, devices=() if cuinit else (dev,))
+    nvml = NvmlFacts(LibraryLoad("libnvidia-ml.so.1", lib.loaded, None, lib.error), None, driver, None)
+    return make_facts(
+        TORCH,
+        hardware=hardware,
+        kernel=kernel,
+        visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
+        cuda=ProbeOutcome("cuda", OK_EXIT, cuda),
+        nvml=ProbeOutcome("nvml", OK_EXIT, nvml),
+        torch=None if torch is None else ProbeOutcome("torch", exit_, torch),
+    )
+
+
+def ids(found: list[Finding]) -> list[tuple[str, str]]:
+    return [(f.id, f.severity.value) for f in found]
+
+
+def test_the_cpu_wheel_on_this_host_is_a_cpu_only_build_with_the_wheel_to_install() -> None:
+    facts = machine(CPU_WHEEL, driver=None)
+    [found] = framework_rules(facts, TORCH)
+    assert (found.id, found.severity.value, found.layer) == ("framework-cpu-only", "blocker", "framework")
+    assert found.summary == "PyTorch 2.13.0+cpu is a CPU-only build: it cannot use a GPU."
+    assert "its version ends in +cpu" in found.cause
+    # No driver answers: the driver first, then the CUDA wheel of the same release.
+    assert "Install the NVIDIA driver, then the CUDA wheel of torch 2.13.0" in found.remedy
+    assert "--index-url https://download.pytorch.org/whl/cuXYZ" in found.remedy
+    assert compat_rules(facts, TORCH) == []
+    view = facts.frameworks["torch"]
+    assert view.header == "PyTorch 2.13.0+cpu (CPU-only build) sees 0 GPU(s)"
+    assert (view.runs, view.version, view.gpus) == (True, "2.13.0+cpu", ())
+    assert view.machine_info == {"torch": "2.13.0+cpu", "torch_cuda_build": None, "torch_cudnn": None}
+
+
+def test_the_cpu_wheel_on_a_driver_gets_the_wheel_for_the_drivers_cuda() -> None:
+    facts = machine(CPU_WHEEL, driver="570.133.20", driver_cuda=12080)
+    [found] = framework_rules(facts, TORCH)
+    assert found.id == "framework-cpu-only"
+    assert found.remedy == (
+        "Install the CUDA wheel for this driver's CUDA 12.8: "
+        "`pip install --force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128`."
+    )
+    # A driver of a CUDA between the variants: the newest variant it runs.
+    assert "whl/cu126`" in framework_rules(machine(CPU_WHEEL, driver="565.57.01", driver_cuda=12070), TORCH)[0].remedy
+
+
+def test_a_cuda_build_that_sees_its_gpu_finds_nothing() -> None:
+    facts = machine(cuda_build())
+    assert framework_rules(facts, TORCH) == [] and compat_rules(facts, TORCH) == []
+    view = facts.frameworks["torch"]
+    assert view.header == "PyTorch 2.14.1+cu130 (CUDA 13.0, cuDNN 9.10.2) sees 1 GPU(s)"
+    assert [(g.device, g.cuda_ordinal, g.capability) for g in view.gpus] == [("cuda:0", 0, (9, 0))]
+
+
+def test_a_driver_too_old_for_the_wheels_cuda() -> None:
+    """A CUDA 13.0 build on a 570 driver (CUDA 12.8): the compatibility layer, as for TensorFlow, with PyTorch's name;
+    torch's own warning is the same fault, said once."""
+    torch = cuda_build(available=False, device_count=0, devices=(), warnings=(TOO_OLD_12080,))
+    facts = machine(torch, driver="570.133.20", driver_cuda=12080)
+    found = compat_rules(facts, TORCH)
+    assert ids(found) == [("driver-too-old", "blocker")]
+    assert "CUDA 13.0, which PyTorch 2.14.1+cu130 uses" in found[0].summary
+    assert "or use a PyTorch wheel built for the CUDA this driver serves" in found[0].remedy
+    assert framework_rules(facts, TORCH) == []  # the framework layer leaves it to the compatibility layer
+
+
+def test_torchs_word_that_the_driver_is_too_old_where_the_table_did_not_judge() -> None:
+    """No CUDA driver reading to judge (its probe left nothing): torch's own warning names the fault."""
+    torch = cuda_build(available=False, device_count=0, devices=(), warnings=(TOO_OLD_12080,))
+    facts = dataclasses.replace(machine(torch, driver="570.133.20", driver_cuda=12080), cuda=ProbeOutcome("cuda", OK_EXIT, None))
+    [found] = compat_rules(facts, TORCH)
+    assert found.id == "driver-too-old" and found.layer == "compatibility"
+    assert found.summary == "PyTorch 2.14.1+cu130 (CUDA 13.0) says the NVIDIA driver is too old: it serves CUDA 12.8."
+    assert found.evidence["driver_cuda_torch_found"] == "12.8" and "found version 12080" in found.evidence["torch_warning"]
+    assert "`pip install --force-reinstall torch==2.14.1 --index-url https://download.pytorch.org/whl/cu128`" in found.remedy
+
+
+@pytest.mark.parametrize(
+    ("name", "cc", "archs"),
+    [
+        ("NVIDIA GeForce RTX 5090", (12, 0), ARCHS_CU124),  # too new: sm_120 is not compatible
+        ("Tesla K80", (3, 7), ARCHS_CU124),  # too old: the minimum is 5.0
+    ],
+)
+def test_a_gpu_whose_architecture_the_wheel_lacks(name: str, cc: tuple[int, int], archs: tuple[str, ...]) -> None:
+    torch = cuda_build("2.5.1+cu124", "12.4", arch_list=archs, devices=(TorchDevice(0, name, cc),))
+    facts = machine(torch, driver="570.133.20", driver_cuda=12080, cc=cc, name=name)
+    found = [f for f in compat_rules(facts, TORCH) if f.severity.value == "blocker"]
+    assert ids(found) == [("gpu-arch-unsupported", "blocker")]
+    assert f"is not supported by this PyTorch build (SASS {', '.join(archs)}" in found[0].summary
+    assert "is not compatible with the current PyTorch installation" in found[0].cause
+    assert f"`TORCH_CUDA_ARCH_LIST={cc[0]}.{cc[1]}`" in found[0].remedy
+
+
+@pytest.mark.parametrize(
+    ("number", "text", "cause"),
+    [
+        (802, "system not yet initialized", "fabric-manager-not-running"),
+        (803, "system has unsupported display driver / cuda driver combination", "driver-library-mismatch"),
+        (804, "forward compatibility was attempted on non supported HW", "forward-compat-unsupported"),
+        (805, "MPS client failed to connect to the MPS control daemon or the MPS server", "mps-connection-failed"),
+    ],
+)
+def test_cuda_get_device_count_errors_are_the_lower_layers_ids(number: int, text: str, cause: str) -> None:
+    torch = cuda_build(available=False, device_count=0, devices=(), warnings=(_count_error(number, text),))
+    [found] = framework_rules(machine(torch), TORCH)
+    assert (found.id, found.severity.value, found.layer) == (cause, "blocker", "driver")
+    assert found.evidence["cudaGetDeviceCount"] == number and found.evidence["error"] == text
+    # Where the CUDA driver probe's own cuInit failed, the driver layer names it: torch adds nothing.
+    assert framework_rules(machine(torch, cuinit=number), TORCH) == []
+
+
+def test_the_unknown_error_names_nvidia_uvm_and_a_late_cuda_visible_devices() -> None:
+    warning = (
+        "CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment, e.g. changing "
+        "env variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero."
+    )
+    torch = cuda_build(available=False, device_count=0, devices=(), warnings=(warning,))
+    [found] = framework_rules(machine(torch), TORCH)
+    assert (found.id, found.evidence["cudaGetDeviceCount"]) == ("cuda-init-failed", 999)
+    assert "nvidia-uvm" in found.remedy and "CUDA_VISIBLE_DEVICES" in found.remedy
+
+
+def test_a_cuda_build_that_sees_no_gpu_without_a_word() -> None:
+    torch = cuda_build(available=False, device_count=0, devices=())
+    [found] = framework_rules(machine(torch), TORCH)
+    assert found.id == "framework-gpu-init-failed" and found.summary == "PyTorch 2.14.1+cu130 (CUDA 13.0) sees no GPU."
+
+
+def test_missing_crashed_and_hung() -> None:
+    missing = TorchFacts(False, "ModuleNotFoundError: No module named 'torch'")
+    [found] = framework_rules(machine(missing, driver=None), TORCH)
+    assert found.id == "framework-missing" and found.remedy == "Install it into this environment: `pip install torch`."
+    assert machine(missing, driver=None).frameworks["torch"].header == "PyTorch: not importable"
+    shadow = TorchFacts(False, "`import torch` found /work/torch.py, which is not the PyTorch package (a local file "
+                        "or folder named torch shadows it)", location="/work/torch.py")
+    assert framework_rules(machine(shadow, driver=None), TORCH)[0].remedy.startswith("Rename or remove /work/torch.py")
+    died = ChildExit("crashed", -4, "SIGILL", 0.4, ("Illegal instruction",), "import torch", None)
+    crashed = dataclasses.replace(machine(None, driver=None), units={"torch": ProbeOutcome("torch", died, None)})
+    assert [f.id for f in framework_rules(crashed, TORCH)] == ["framework-crashed"]
+    late = ChildExit("timeout", None, None, 60.0, (), "torch.cuda.is_available", None)
+    hung = dataclasses.replace(machine(None, driver=None), units={"torch": ProbeOutcome("torch", late, None)})
+    [found] = framework_rules(hung, TORCH)
+    assert found.id == "framework-hung" and "torch.cuda.is_available" in found.summary
+
+
+def test_tensorflows_compatibility_findings_keep_their_words() -> None:
+    """The compatibility layer's judgement now names each framework's build in its own words: TensorFlow's are the
+    words it always had (the TensorFlow path does not change in what it reports)."""
+    assert tf_compat.WORDS.refusal == "TensorFlow ignores the device ('The minimum required Cuda capability is …')"
+    assert tf_compat.WORDS.other_builds.endswith("(see tensorflow.org/install/source#gpu)")
+
+
+@pytest.mark.parametrize(("raw", "text"), [(91002, "9.10.2"), (90100, "9.1.0"), (8902, "8.9.2"), (None, None), (0, None)])
+def test_cudnn_version_in_words(raw: int | None, text: str | None) -> None:
+    assert cudnn_text(raw) == text
+
+
+# --- choosing frameworks ------------------------------------------------------------------------------------------
+
+
+def test_each_built_in_frameworks_module_is_its_units() -> None:
+    assert set(frameworks.MODULES) == set(frameworks.BUILT_IN)
+    for name, module in frameworks.MODULES.items():
+        unit = registry.framework_named(name)
+        assert unit is not None and unit.module == module
+
+
+def test_the_default_is_the_installed_frameworks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the import system's own search, nothing imported: here a folder named torch on the path; with neither
+    module to be found, tensorflow (which then says framework-missing with its pip command)."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('never imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert "torch" in frameworks.installed()
+    settings = resolve(lambda dest: None, lambda key: None, {})
+    assert "torch" in settings.frameworks and dict(settings.sources)["framework"] == "default"
+    assert frameworks.parse("all") == frameworks.default() == ",".join(frameworks.installed())
+    assert "torch" not in sys.modules
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setattr(sys, "path", [str(empty)])
+    for name in ("tensorflow", "torch"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert frameworks.installed() == () and frameworks.default() == "tensorflow"
+    # all, where none is installed: every framework unit, each saying it is missing.
+    assert frameworks.parse("all") == "tensorflow,torch"
+
+
+@pytest.mark.parametrize(
+    ("given", "parsed"),
+    [("torch", "torch"), ("TensorFlow, torch", "tensorflow,torch"), ("torch,torch", "torch"), ("none", "none")],
+)
+def test_framework_values(given: str, parsed: str) -> None:
+    assert resolve(lambda dest: given if dest == "gpucheck_framework" else None, lambda key: None, {}).framework == parsed
+
+
+@pytest.mark.parametrize("given", ["all,torch", "none,torch", "pytorch", ""])
+def test_framework_values_refused(given: str) -> None:
+    with pytest.raises(ValueError, match="must be one of tensorflow, torch, all, none"):
+        frameworks.parse(given)

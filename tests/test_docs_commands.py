@@ -94,6 +94,10 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     "bash tools/gpu-acceptance.sh gpu-acceptance":
         Cannot("a fresh venv with TensorFlow's CUDA wheels (about 3 GB from PyPI), for a GPU machine with network; "
                "tests/test_gpu_acceptance.py runs the same script with --no-install"),
+    # docs/pytorch.md
+    ".venv/bin/pytest --gpucheck --gpucheck-json=gpucheck-report.json":
+        Elsewhere("tests/test_torch_session.py::test_pytest_gpucheck_with_only_the_torch_cpu_wheel",
+                  '"--gpucheck", f"--gpucheck-json='),
     # docs/troubleshooting.md
     "pip uninstall -y gpucheck pytest-gpucheck && pip install pytest-gpucheck":
         Elsewhere("tests/test_pypi_clash.py::test_both_orders_then_the_other_uninstalled", "assert_fixed("),

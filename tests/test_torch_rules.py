@@ -298,3 +298,29 @@ def test_framework_values(given: str, parsed: str) -> None:
 def test_framework_values_refused(given: str) -> None:
     with pytest.raises(ValueError, match="must be one of tensorflow, torch, all, none"):
         frameworks.parse(given)
+
+
+def test_the_libraries_read_from_the_maps(tmp_path: Path) -> None:
+    """``/proc/self/maps`` as the kernel writes it: anonymous mappings have no path; each library is named once, in the
+    order first mapped; only CUDA's, cuDNN's, NCCL's, the driver's and torch's own."""
+    from gpucheck.frameworks.torch.child import loaded_libraries
+
+    site = "/venv/lib/python3.11/site-packages"
+    maps = tmp_path / "maps"
+    maps.write_text("\n".join((
+        "7f0000000000-7f0000001000 r--p 00000000 00:00 0 ",
+        f"7f0000001000-7f0000002000 r-xp 00001000 fd:01 42 {site}/torch/lib/libtorch_cuda.so",
+        f"7f0000002000-7f0000003000 r--p 00002000 fd:01 42 {site}/torch/lib/libtorch_cuda.so",
+        "7f0000003000-7f0000004000 r-xp 00000000 fd:01 43 /usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05",
+        f"7f0000004000-7f0000005000 r-xp 00000000 fd:01 44 {site}/nvidia/cudnn/lib/libcudnn.so.9",
+        "7f0000005000-7f0000006000 r-xp 00000000 fd:01 45 /usr/local/cuda-12.1/lib64/libnvJitLink.so.12",
+        "7f0000006000-7f0000007000 r-xp 00000000 fd:01 46 /usr/lib/x86_64-linux-gnu/libm.so.6",
+        "7ffd00000000-7ffd00001000 rw-p 00000000 00:00 0                          [stack]",
+    )) + "\n")
+    assert loaded_libraries(str(maps)) == (
+        f"{site}/torch/lib/libtorch_cuda.so",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05",
+        f"{site}/nvidia/cudnn/lib/libcudnn.so.9",
+        "/usr/local/cuda-12.1/lib64/libnvJitLink.so.12",
+    )
+    assert loaded_libraries(str(tmp_path / "absent")) == ()

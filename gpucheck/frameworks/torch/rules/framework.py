@@ -1,5 +1,5 @@
 """PyTorch's framework layer: is torch importable, a CUDA build, and does it see the GPUs; where
-``cudaGetDeviceCount`` failed with an error the lower layers name (802, 803, 804, the unknown error), that layer's id
+``cudaGetDeviceCount`` failed with an error the lower layers name (802, 803, 804, 805, the unknown error), that layer's id
 with torch's text as its evidence, unless the CUDA driver probe's own ``cuInit`` already failed (the driver layer then
 names it)."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 from gpucheck.facts import ChildExit, Facts
 from gpucheck.frameworks.torch.facts import TorchFacts, torch_facts
 from gpucheck.frameworks.torch.rules.common import (
+    TOO_OLD,
     base_version,
     driver_cuda,
     error_number,
@@ -52,7 +53,7 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     lower_said = cf is not None and cf.init is not None and cf.init.code not in (0, None)
     if said is not None and not lower_said and said[0] in BY_ERROR:
         return [_lower_layers_id(tf, *said)]
-    if lower_said or any("too old" in w for w in tf.warnings):
+    if lower_said or any(TOO_OLD.search(w) for w in tf.warnings):
         return []  # the driver layer, or the compatibility layer, names it
     return [_framework_gpu_init_failed(tf, exit_)]
 

@@ -328,6 +328,9 @@ SLOW_TESTS: dict[str, str] = {
     "tests/test_hostile_fuzz.py::test_random_bytes_through_the_real_command_line": "the console scripts",
     "tests/test_hostile_merge.py::test_a_fifo_no_one_writes_to_ends_in_a_sentence": "waits out the 10 s a FIFO gets",
     "tests/test_explain_cli.py::test_a_fifo_no_program_writes_to": "waits out the 10 s a FIFO gets",
+    "tests/test_explain_torch.py::test_the_command_line_on_a_pytorch_fault_and_a_healthy_pytorch_log": (
+        "three `gpucheck explain` commands"
+    ),
     "tests/test_hostile_records.py::test_journalctls_output_is_bounded_while_it_is_read": "reads 768 MiB",
     "tests/test_compare_real.py::test_real_pairs_in_every_form": "real files through the command, a plot each",
     "tests/test_compare_real.py::test_the_plot_clips_nothing_and_stays_readable": "draws PNGs with matplotlib",

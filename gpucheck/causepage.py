@@ -2,7 +2,8 @@
 
 For each id of ``data/catalog.json``: its layer, action and meaning (the catalog's); the severities, remedies
 and evidence keys of the ``finding(...)`` calls that raise it (read from the source with ``ast``, nothing
-imported); the checks whose ``@asks`` names it; and the log patterns of ``data/log_patterns.json`` through
+imported); the checks whose ``@asks`` names it; and the log patterns of ``data/log_patterns.json`` (and of each
+framework unit's ``Framework.log_patterns``) through
 which ``gpucheck explain`` (and the TensorFlow probe) map a log line to it. Regenerate the page with
 
     python -m gpucheck.causepage > docs/causes.md
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpucheck import knowledge
+from gpucheck import knowledge, logs, registry
 from gpucheck.model import catalog
 from gpucheck.reportfile import reader_gone
 
@@ -304,6 +305,12 @@ def gather() -> dict[str, Cause]:
     for p in patterns["patterns"]:
         if p.get("finding") in causes:
             causes[p["finding"]].patterns.append(p)
+    for fw in registry.FRAMEWORKS:  # the other frameworks' tables (Framework.log_patterns): explain reads their logs
+        if fw.log_patterns is None or fw.log_patterns == logs.TENSORFLOW:
+            continue
+        for p in logs.table_data(fw.log_patterns)["patterns"]:
+            if p.get("finding") in causes:
+                causes[p["finding"]].patterns.append({**p, "framework": fw.title})
     for code, entry in patterns["cuinit_codes"].items():
         if isinstance(entry, dict) and entry.get("finding") in causes:
             causes[entry["finding"]].cuinit.append((code, entry))
@@ -372,7 +379,8 @@ def _section(cid: str, c: Cause) -> list[str]:
         out.append("")
         for p in c.patterns:
             groups = sorted(re.compile(p["regex"]).groupindex)
-            line = f"- `{p['id']}` ({p['severity']}): {_code(p['regex'])}"
+            whose = f", {p['framework']}'s logs" if "framework" in p else ""
+            line = f"- `{p['id']}` ({p['severity']}{whose}): {_code(p['regex'])}"
             if groups:
                 line += "; evidence adds " + ", ".join(f"`{g}`" for g in groups)
             if p.get("report"):
@@ -401,7 +409,8 @@ def page() -> str:
         "where the code raises it (the function, the evidence keys it writes where they are written out, and "
         "its remedy as the code writes it, `<...>` standing for what is filled in at run time), the checks "
         "(pytest items) that answer it, and the log lines that `gpucheck explain` maps to it "
-        "(`gpucheck/data/log_patterns.json`, each with the public report it was seen in).",
+        "(`gpucheck/data/log_patterns.json`, and each framework unit's own, such as "
+        "`gpucheck/frameworks/torch/log_patterns.json`; each with the public report it was seen in).",
         "",
         "| id | layer | action | meaning |",
         "| --- | --- | --- | --- |",

@@ -1,6 +1,6 @@
 """``gpucheck`` command line: ``gpucheck explain [FILE|-] [--json]`` and ``gpucheck compare BASE NEW``.
 
-``explain`` reads a TensorFlow log a person pasted (a file, or standard input with ``-`` or no
+``explain`` reads a TensorFlow or PyTorch log a person pasted (a file, or standard input with ``-`` or no
 argument) and prints the findings the log supports, each with cause and remedy, in the same shape
 as the report contract (``--json`` prints ``{"findings": [...]}``). It runs no probe and loads no
 library: the log is the only evidence. Exit status: 0 when the log shows no blocker, 1 when it
@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     explain = sub.add_parser(
         "explain",
-        help="explain a TensorFlow log: the causes it shows, with remedies",
-        description="Read a TensorFlow log (FILE, or standard input for '-' or no FILE) and print the findings "
+        help="explain a TensorFlow or PyTorch log: the causes it shows, with remedies",
+        description="Read a TensorFlow or PyTorch log (FILE, or standard input for '-' or no FILE) and print the findings "
         "it supports. For a diagnosis of this machine run `pytest --gpucheck`.",
     )
     explain.add_argument("file", nargs="?", default="-", metavar="FILE|-", help="the log to read (default: stdin)")
@@ -100,16 +100,19 @@ def _read(path: str) -> list[str]:
 def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
     """Print what the log shows to ``out``; the exit status: 1 when it shows a blocker, else 0. A reader that goes
     away (`gpucheck explain LOG | head -1`) ends the printing without a traceback; the status stands."""
-    from gpucheck.logs import explain
+    from gpucheck.logs import explain, ordered
     from gpucheck.model import Severity
+    from gpucheck.registry import log_tables
 
-    findings, classification, rc = explain(lines)
+    tables = log_tables()
+    findings, classification, rc = explain(lines, tables)
+    title = ordered(lines, tables)[0].title if tables else "TensorFlow"
     status = 1 if any(f.severity is Severity.BLOCKER for f in findings) else 0
     reconfigure = getattr(out, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="backslashreplace")  # a log's characters the terminal's encoding cannot show
     try:
-        _print_explanation(lines, as_json, findings, classification, rc, out)
+        _print_explanation(lines, as_json, findings, classification, rc, out, title)
         out.flush()
     except BrokenPipeError:
         from gpucheck.reportfile import reader_gone
@@ -119,7 +122,13 @@ def run_explain(lines: list[str], as_json: bool, out: TextIO) -> int:
 
 
 def _print_explanation(
-    lines: list[str], as_json: bool, findings: list[Finding], classification: Classification, rc: Finding | None, out: TextIO
+    lines: list[str],
+    as_json: bool,
+    findings: list[Finding],
+    classification: Classification,
+    rc: Finding | None,
+    out: TextIO,
+    title: str = "TensorFlow",
 ) -> None:
     from gpucheck.report import failure_text
 
@@ -133,7 +142,7 @@ def _print_explanation(
         f"({len(classification.harmless)} harmless)\n\n"
     )
     if not findings:
-        out.write("No line of this log shows a cause that keeps TensorFlow from the GPU.\n")
+        out.write(f"No line of this log shows a cause that keeps {title} from the GPU.\n")
     for f in findings:
         out.write(failure_text(f) + "\n\n")
     if classification.harmless:

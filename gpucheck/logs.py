@@ -1,15 +1,20 @@
-"""Classify TensorFlow's own log lines with the patterns of data/log_patterns.json.
+"""Classify a framework's log lines with the patterns of its table (:class:`Table`): TensorFlow's in
+data/log_patterns.json, the default; each framework unit names its own (``Framework.log_patterns``, gathered by
+``registry.log_tables``), PyTorch's in frameworks/torch/log_patterns.json.
 
-Used by ``gpucheck explain`` on a log a person pasted, and by the framework rules on the TensorFlow
-probe child's stderr. Pure functions, standard library only. Harmless lines (oneDNN, NUMA node,
-cpu_feature_guard, ...) are recognised so that they are reported as such and never become a finding.
+Used by ``gpucheck explain`` on a log a person pasted (every framework's table, the log's own framework's first), and
+by the framework rules on the TensorFlow probe child's stderr (TensorFlow's table). Pure functions, standard library
+only. Harmless lines (oneDNN, NUMA node, cpu_feature_guard, ...) are recognised so that they are reported as such and
+never become a finding.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
+from importlib import resources
 from typing import Any
 
 from gpucheck import knowledge
@@ -35,6 +40,23 @@ class Pattern:
     #: a log of an older TensorFlow gets its era's remedy of this kind instead (:func:`era_remedy`):
     #: "libraries", "toolchain" (ptxas, libdevice) or "cudnn-version"; None: the remedy fits every era.
     remedy_old_era: str | None = None
+    #: The framework whose table it is in ("tensorflow", "torch"): only TensorFlow's findings are told its era.
+    framework: str = "tensorflow"
+
+
+#: TensorFlow's table, the default of every function here (``Framework.log_patterns`` of the TensorFlow unit).
+TENSORFLOW = "data/log_patterns.json"
+
+
+@dataclass(frozen=True)
+class Table:
+    """One framework's patterns: its name and title, its patterns in order, and its ``signature``, the lines that
+    show a log is this framework's (its patterns are then tried first); None: the table is tried in its turn."""
+
+    framework: str
+    title: str
+    patterns: tuple[Pattern, ...]
+    signature: re.Pattern[str] | None
 
 
 @dataclass(frozen=True)
@@ -61,23 +83,51 @@ class Classification:
 
 
 @cache
-def patterns() -> tuple[Pattern, ...]:
-    out = []
-    for raw in knowledge.data("log_patterns.json")["patterns"]:
-        out.append(
-            Pattern(
-                id=raw["id"],
-                regex=re.compile(raw["regex"]),
-                finding=raw.get("finding"),
-                severity=raw["severity"],
-                summary=raw.get("summary", ""),
-                cause=raw.get("cause", ""),
-                remedy=raw.get("remedy", ""),
-                report=raw.get("report"),
-                remedy_old_era=raw.get("remedy_old_era"),
-            )
+def table_data(path: str) -> dict[str, Any]:
+    """A table's JSON: ``path`` relative to the gpucheck package (``data/log_patterns.json``), or absolute."""
+    if path.startswith("/"):
+        with open(path, encoding="utf-8") as f:
+            loaded = json.load(f)
+    else:
+        loaded = json.loads(resources.files("gpucheck").joinpath(path).read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+@cache
+def table(path: str = TENSORFLOW, framework: str = "tensorflow", title: str = "TensorFlow") -> Table:
+    """The table of the patterns file at ``path`` (see :func:`table_data`)."""
+    raw = table_data(path)
+    out = [
+        Pattern(
+            id=p["id"],
+            regex=re.compile(p["regex"]),
+            finding=p.get("finding"),
+            severity=p["severity"],
+            summary=p.get("summary", ""),
+            cause=p.get("cause", ""),
+            remedy=p.get("remedy", ""),
+            report=p.get("report"),
+            remedy_old_era=p.get("remedy_old_era"),
+            framework=framework,
         )
-    return tuple(out)
+        for p in raw["patterns"]
+    ]
+    signature = raw.get("signature")
+    return Table(framework, title, tuple(out), re.compile(signature) if signature else None)
+
+
+def patterns() -> tuple[Pattern, ...]:
+    """TensorFlow's patterns."""
+    return table().patterns
+
+
+def ordered(lines: list[str] | tuple[str, ...], tables: tuple[Table, ...] | None = None) -> tuple[Table, ...]:
+    """The tables to read ``lines`` with, in the order they are tried: those whose signature a line shows first (the
+    log's own framework), then the others in their order; TensorFlow's alone when none is given."""
+    given = tables or (table(),)
+    own = tuple(t for t in given if t.signature is not None and any(t.signature.search(line) for line in lines))
+    return own + tuple(t for t in given if t not in own)
 
 
 @cache
@@ -104,9 +154,10 @@ def cuinit_code(detail: str) -> int | None:
     return None
 
 
-def classify(lines: list[str] | tuple[str, ...]) -> Classification:
+def classify(lines: list[str] | tuple[str, ...], tables: tuple[Table, ...] | None = None) -> Classification:
+    """Each line's first matching pattern, over ``tables`` in :func:`ordered`'s order (TensorFlow's by default)."""
     result = Classification()
-    table = patterns()
+    table = tuple(p for t in ordered(lines, tables) for p in t.patterns)
     for raw in lines:
         line = raw.rstrip("\n")
         if not line.strip():
@@ -116,6 +167,8 @@ def classify(lines: list[str] | tuple[str, ...]) -> Classification:
             if m is None:
                 continue
             groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            if "driver_cuda_int" in groups:  # torch's "found version 11040": the CUDA version 11.4
+                groups["driver_cuda"] = knowledge.cuda_int_to_text(int(groups["driver_cuda_int"])) or groups["driver_cuda_int"]
             if pattern.id == "nvidia-smi-versions-differ" and _differ_as_under_wsl(groups["nvml"], groups["driver"]):
                 continue  # the next pattern reads it as a header that is in order
             target = pattern.finding
@@ -312,12 +365,13 @@ HANDLE_PATTERNS = ("cudnn-handle", "cublas-handle")
 _RANK = {"blocker": 0, "degraded": 1, "info": 2}
 
 
-def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
-    """One finding per cause the log supports, with its lines as evidence; harmless lines give none.
+def findings_from_log(lines: list[str] | tuple[str, ...], tables: tuple[Table, ...] | None = None) -> list[Finding]:
+    """One finding per cause the log supports, with its lines as evidence; harmless lines give none. ``tables``: the
+    patterns to read it with (:func:`classify`), TensorFlow's by default.
 
     A generic line ("Cannot dlopen some GPU libraries") does not add a cause when a specific line
     names the library (cuDNN missing is its own cause, not also "CUDA runtime missing")."""
-    found = classify(lines)
+    found = classify(lines, tables)
     log_era = era(lines)
     by_id: dict[str, list[LineMatch]] = {}
     for m in found.meaningful:
@@ -381,7 +435,7 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
             if cc is not None:
                 evidence["compute_capability"] = cc
                 summary = f"{summary} The log shows a GPU of compute capability {cc}."
-        if log_era is not None:
+        if log_era is not None and first.pattern.framework == "tensorflow":
             evidence["era"] = {"cuda": log_era.cuda, "cudnn": log_era.cudnn, "tensorflow": list(log_era.tensorflow)}
         reports = sorted({m.pattern.report for m in matches if m.pattern.report})
         if reports:
@@ -391,7 +445,7 @@ def findings_from_log(lines: list[str] | tuple[str, ...]) -> list[Finding]:
         if cause_id == "xla-toolchain-missing":
             cause, remedy = _with_ptxas_search(found, cause, remedy, evidence)
         for key, value in groups.items():
-            if key not in ("library", "era_hint") and (key in first.groups or key not in _UNSHOWN):
+            if key not in ("library", "era_hint", "driver_cuda_int") and (key in first.groups or key not in _UNSHOWN):
                 evidence.setdefault(key, value)
         out.append(finding(cause_id, severity, summary=summary, cause=cause, remedy=remedy, evidence=evidence))
     if too_old is not None:
@@ -493,7 +547,10 @@ def legacy_driver(lines: list[str] | tuple[str, ...]) -> Finding | None:
     )
 
 
-def explain(lines: list[str] | tuple[str, ...]) -> tuple[list[Finding], Classification, Finding | None]:
-    """Findings of a log, its classification, and the root cause among them (lowest layer)."""
-    findings = findings_from_log(lines)
-    return findings, classify(lines), root_cause(findings)
+def explain(
+    lines: list[str] | tuple[str, ...], tables: tuple[Table, ...] | None = None
+) -> tuple[list[Finding], Classification, Finding | None]:
+    """Findings of a log, its classification, and the root cause among them (lowest layer); ``tables`` as for
+    :func:`classify`."""
+    findings = findings_from_log(lines, tables)
+    return findings, classify(lines, tables), root_cause(findings)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import warnings
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from gpucheck import cluster, frameworks, performance, records, stack
+from gpucheck import cluster, frameworks, logs, performance, records, stack
 from gpucheck.facts import Facts, FrameworkView
 from gpucheck.layers import by_name, checked
 from gpucheck.model import Finding, catalog
@@ -185,6 +186,20 @@ def measuring_framework(settings: Settings, layer: str) -> str | None:
 
 def framework_named(name: str) -> Framework | None:
     return next((fw for fw in FRAMEWORKS if fw.name == name), None)
+
+
+def log_tables() -> tuple[logs.Table, ...]:
+    """The log patterns of every framework unit that has them (``Framework.log_patterns``), in registry order, for
+    ``gpucheck explain``; a table that cannot be read is left out with a warning."""
+    tables: list[logs.Table] = []
+    for fw in FRAMEWORKS:
+        if fw.log_patterns is None:
+            continue
+        try:
+            tables.append(logs.table(fw.log_patterns, fw.name, fw.title))
+        except (OSError, ValueError, KeyError, TypeError, AssertionError, re.error) as exc:
+            warnings.warn(f"gpucheck: the log patterns of {fw.name} ({fw.log_patterns}) cannot be read: {exc}", stacklevel=2)
+    return tuple(tables)
 
 
 def explainers() -> tuple[Explain, ...]:

@@ -154,3 +154,6 @@ class Framework:
     #: Bound the memory of each GPU it lists in this process to so many MiB (--gpucheck-worker-memory, for the suite's
     #: fixtures), before it sets them up; returns what it could not bound, each a sentence. None: it cannot.
     bound_memory: Callable[[int], list[str]] | None = None
+    #: The file of the patterns ``gpucheck explain`` reads its logs with (``gpucheck.logs.Table``), relative to the
+    #: gpucheck package (``data/log_patterns.json``, ``frameworks/torch/log_patterns.json``) or absolute; None: none.
+    log_patterns: str | None = None

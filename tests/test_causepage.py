@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucheck import causepage, knowledge
+from gpucheck import causepage, knowledge, registry
 from gpucheck.blocking import QUESTION_ATTRIBUTE
 from gpucheck.model import catalog
 
@@ -62,9 +62,12 @@ def test_the_checks_it_names_are_those_the_check_modules_declare(causes: dict[st
 
 
 def test_every_log_pattern_and_cuinit_code_is_on_the_page(causes: dict[str, causepage.Cause]) -> None:
+    """TensorFlow's patterns and every other framework unit's (``Framework.log_patterns``, PyTorch's)."""
     patterns = knowledge.data("log_patterns.json")
     on_page = {p["id"] for c in causes.values() for p in c.patterns}
-    assert on_page == {p["id"] for p in patterns["patterns"] if p["finding"]}
+    tables = registry.log_tables()
+    assert {t.framework for t in tables} >= {"tensorflow", "torch"}
+    assert on_page == {p.id for t in tables for p in t.patterns if p.finding}
     codes = {code for c in causes.values() for code, _ in c.cuinit}
     assert codes == {k for k, v in patterns["cuinit_codes"].items() if isinstance(v, dict)}
 

@@ -70,6 +70,10 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
         Elsewhere("tests/test_cluster.py::test_local_parameter_server_smoke_test", '"--gpucheck-cluster=local:2+ps"'),
     # docs/explain.md
     f"gpucheck explain {EXPLAINED}": Here(),
+    "gpucheck explain tests/logs/torch/leggedlab-26-sm120-rtx5090.log": Elsewhere(
+        "tests/test_explain_torch.py::test_the_command_line_on_a_pytorch_fault_and_a_healthy_pytorch_log",
+        "leggedlab-26-sm120-rtx5090.log",
+    ),
     # docs/fleets.md
     "gpucheck doctor --framework=none --prometheus gpucheck.prom": Here(),
     "srun --nodes=32 --ntasks-per-node=1 sh -c '.venv/bin/pytest --gpucheck --gpucheck-json=reports/$(hostname).json -q'":

@@ -160,4 +160,6 @@ UNITS: tuple[Unit, ...] = (
 )
 
 #: The unit as the registry lists it (``gpucheck.frameworks.BUILT_IN``).
-FRAMEWORK = Framework(view.NAME, view.TITLE, "tensorflow", UNITS, view.view, process.bound_memory)
+FRAMEWORK = Framework(
+    view.NAME, view.TITLE, "tensorflow", UNITS, view.view, process.bound_memory, log_patterns="data/log_patterns.json"
+)

@@ -27,4 +27,4 @@ UNITS: tuple[Unit, ...] = (
 )
 
 #: The unit as the registry lists it (``gpucheck.frameworks.BUILT_IN``).
-FRAMEWORK = Framework(view.NAME, view.TITLE, "torch", UNITS, view.view)
+FRAMEWORK = Framework(view.NAME, view.TITLE, "torch", UNITS, view.view, log_patterns="frameworks/torch/log_patterns.json")

@@ -11,6 +11,7 @@ never become a finding.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -85,7 +86,7 @@ class Classification:
 @cache
 def table_data(path: str) -> dict[str, Any]:
     """A table's JSON: ``path`` relative to the gpucheck package (``data/log_patterns.json``), or absolute."""
-    if path.startswith("/"):
+    if os.path.isabs(path):
         with open(path, encoding="utf-8") as f:
             loaded = json.load(f)
     else:
@@ -157,12 +158,12 @@ def cuinit_code(detail: str) -> int | None:
 def classify(lines: list[str] | tuple[str, ...], tables: tuple[Table, ...] | None = None) -> Classification:
     """Each line's first matching pattern, over ``tables`` in :func:`ordered`'s order (TensorFlow's by default)."""
     result = Classification()
-    table = tuple(p for t in ordered(lines, tables) for p in t.patterns)
+    in_order = tuple(p for t in ordered(lines, tables) for p in t.patterns)
     for raw in lines:
         line = raw.rstrip("\n")
         if not line.strip():
             continue
-        for pattern in table:
+        for pattern in in_order:
             m = pattern.regex.search(line)
             if m is None:
                 continue

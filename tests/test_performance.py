@@ -33,6 +33,12 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 KINDS = ("matpow", "matmul", "copy", "conv", "launch", "allreduce", "scaling")
+#: pytest-benchmark's --benchmark-max-time for the full-path runs: each benchmark repeats its rounds for 0.1 s
+#: instead of gpucheck's 0.8 s (2 s for the matmuls), at least its 5 rounds. What these tests check is what is
+#: measured and how it is judged, not how steady a figure is; the benchmark run (tests/test_benchmarks.py) and
+#: tools/gpu-acceptance.sh keep gpucheck's own times.
+SHORT_S = 0.1
+SHORT = (f"--benchmark-max-time={SHORT_S}",)
 
 
 def benchmarks(path: Path) -> dict[str, dict[str, Any]]:
@@ -44,7 +50,7 @@ def test_every_benchmark_runs_on_the_cpu_host(run_gpucheck: Callable[..., Gpuche
     """Slow by what it checks: every benchmark of the plan measured for real on the CPU, each for its rounds
     (``gpucheck.frameworks.tensorflow.benchmarks``: at least MIN_ROUNDS over about MEASURE_S, the matmuls MEASURE_MATMUL_S)."""
     out = tmp_path / "a.json"
-    run = run_gpucheck("--gpucheck-benchmarks", f"--benchmark-json={out}", "-p", "no:xdist", timeout=600)
+    run = run_gpucheck("--gpucheck-benchmarks", f"--benchmark-json={out}", "-p", "no:xdist", *SHORT, timeout=600)
     text = run.result.stdout.str()
     # The verdict is the host's (no GPU); the CPU benchmarks are not blocked by it.
     assert run.root_cause == "no-nvidia-gpu", text
@@ -59,6 +65,12 @@ def test_every_benchmark_runs_on_the_cpu_host(run_gpucheck: Callable[..., Gpuche
         # Real per-round times: as many rounds as measured, all positive, not all equal.
         stats = b["stats"]
         assert stats["rounds"] >= 5 and stats["min"] > 0 and stats["max"] > stats["min"], (name, stats)
+        # --benchmark-max-time was honoured: past its minimum of rounds, a benchmark starts no round once its
+        # rounds have lasted that long (the headline matmuls 2.5 times as long), so every round but the last
+        # (at most the longest) fits in it.
+        if stats["rounds"] > 5:
+            bound = SHORT_S * (2.5 if name.startswith("test_matmul[") else 1)
+            assert (stats["total"] - stats["max"]) * stats["iterations"] < bound, (name, stats)
         info = b["extra_info"]
         assert info["device"].startswith("CPU:"), (name, info)
         gi = b["_machine_info"]["gpucheck"]
@@ -151,6 +163,17 @@ def test_no_benchmark_without_a_framework(run_gpucheck: Callable[..., GpucheckRu
 # --- the plan and the derived figures, as pure functions ------------------------------------------------
 
 
+def test_the_max_time_pytest_benchmark_was_given() -> None:
+    """--benchmark-max-time reaches gpucheck's benchmarks only where given another value than pytest-benchmark's
+    default (1.0): a run without it keeps gpucheck's own times. pytest-benchmark hands the value on as a string."""
+    assert benchplan.max_time_option(None) is None
+    assert benchplan.max_time_option("1.0") is None and benchplan.max_time_option("1") is None
+    assert benchplan.max_time_option("0.1") == 0.1 and benchplan.max_time_option("2.5") == 2.5
+    for bad in ("0", "-1", "nan", "inf", "", "x"):
+        assert benchplan.max_time_option(bad) is None, bad
+    assert benchplan.max_time_from_env(repr(0.25)) == 0.25 and benchplan.max_time_from_env("") is None
+
+
 def test_the_plan_by_gpu_count() -> None:
     cpu_only = {s.name for s in benchplan.plan([])}
     assert not any("GPU:0-" in n and "absent" not in n for n in cpu_only)
@@ -236,7 +259,7 @@ def test_underperforming_gpus_and_poor_scaling_through_the_full_path(
     fake_machine(scenario)
     out = tmp_path / "b.json"
     run = run_gpucheck(
-        "--gpucheck-benchmarks", f"--benchmark-json={out}", "-p", "no:xdist",
+        "--gpucheck-benchmarks", f"--benchmark-json={out}", "-p", "no:xdist", *SHORT,
         "-k", "test_matmul and bfloat16 or test_copy and (d2d or h2d-pinned) or towers",
         timeout=600,
     )
@@ -296,7 +319,7 @@ def test_launch_bound_scaling_is_not_judged(
     millisecond, bound by launching kernels, and however poorly two GPUs scale it is not called a fault.
     Slow: a diagnosis of two fake GPUs (two TensorFlow processes), then the benchmarks' own."""
     fake_machine(two_slow_h100s({}))
-    run = run_gpucheck("--gpucheck-benchmarks", "-p", "no:xdist", "-k", "towers and GPU", timeout=600)
+    run = run_gpucheck("--gpucheck-benchmarks", "-p", "no:xdist", *SHORT, "-k", "towers and GPU", timeout=600)
     perf = run.report["facts"]["performance"]["facts"]["benchmarks"]
     one = next(b for b in perf if b["name"] == "test_scaling[towers-GPU-x1]")
     step = one["extra_info"]["step_s"]

@@ -8,11 +8,17 @@ Standard library only: the parent imports it without TensorFlow.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 #: The benchmarks the performance child measures, as JSON (``to_env``, ``from_env``).
 BENCH_PLAN_ENV = "GPUCHECK_BENCH_PLAN"
+#: pytest-benchmark's --benchmark-max-time where the run was given another value than its default (seconds, as
+#: ``repr(float)``): how long the child repeats each benchmark's rounds (``max_time_from_env``).
+BENCH_MAX_TIME_ENV = "GPUCHECK_BENCH_MAX_TIME"
+#: pytest-benchmark's own default for --benchmark-max-time: that value leaves gpucheck's measuring times as they are.
+PYTEST_BENCHMARK_MAX_TIME = 1.0
 
 #: Logical CPU devices the benchmark child splits the CPU into: multi-device code paths (all-reduce,
 #: scaling) run on them where there is no second GPU. They share the CPU's cores: their figures are
@@ -151,3 +157,23 @@ def _spec(item: Any) -> Spec | None:
         return None
     physical = bool(item.get("physical", True))
     return Spec(item["kind"], item["param"], tuple(devices), dtype, variant, physical, reduction)
+
+
+def max_time_from_env(value: str) -> float | None:
+    """The seconds a benchmark's rounds are repeated for, as the parent passed them in BENCH_MAX_TIME_ENV; None
+    where none was passed or the value is not a positive finite number (the child's own defaults then hold)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def max_time_option(value: object) -> float | None:
+    """What pytest-benchmark's --benchmark-max-time (a decimal string, checked by pytest-benchmark) asks of gpucheck's
+    benchmarks: its seconds, or None where it was not given, is its default (PYTEST_BENCHMARK_MAX_TIME) or is no
+    positive finite number (gpucheck's own measuring times then hold)."""
+    if value is None:
+        return None
+    seconds = max_time_from_env(str(value))
+    return None if seconds == PYTEST_BENCHMARK_MAX_TIME else seconds

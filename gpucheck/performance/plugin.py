@@ -117,8 +117,17 @@ class BenchmarkPlugin:
             specs = companions(wanted, self.plan())
             if specs:
                 timeout = 2 * self.session.settings.timeout * (len(specs) + 2)
-                result = self.session.measure({benchplan.BENCH_PLAN_ENV: benchplan.to_env(specs)}, timeout)
+                env = {benchplan.BENCH_PLAN_ENV: benchplan.to_env(specs)}
+                if (max_time := self._max_time()) is not None:
+                    env[benchplan.BENCH_MAX_TIME_ENV] = repr(max_time)
+                result = self.session.measure(env, timeout)
         return self.session.result()
+
+    def _max_time(self) -> float | None:
+        """pytest-benchmark's --benchmark-max-time, where it was given a value other than its default: each of
+        gpucheck's benchmarks repeats its rounds for that long (at least its minimum of rounds) instead of its own
+        times (docs/benchmarks.md)."""
+        return benchplan.max_time_option(self.session.config.getoption("benchmark_max_time", None))
 
     @staticmethod
     def _blocker(result: Result, spec: benchplan.Spec) -> Any:

@@ -16,7 +16,8 @@ How each benchmark is timed (:func:`_timed`):
 - a round runs ``iterations`` units of work (chained, so no optimiser can fold them) and synchronises the
   device once, at its end; the number of units is calibrated so a round lasts about
   :data:`ROUND_S` seconds;
-- rounds are repeated for about :data:`MEASURE_S` seconds, at least :data:`MIN_ROUNDS` times. Each
+- rounds are repeated for about :data:`MEASURE_S` seconds (pytest-benchmark's ``--benchmark-max-time`` where the run
+  gives another value than its default), at least :data:`MIN_ROUNDS` times. Each
   round's time is a real measurement; the parent hands them to pytest-benchmark as they are.
 """
 
@@ -32,7 +33,15 @@ from typing import Any, TypeVar, cast
 from gpucheck.facts import to_json
 from gpucheck.frameworks.tensorflow.imports import import_tensorflow
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts
-from gpucheck.performance.plan import BENCH_PLAN_ENV, LOGICAL_CPUS, MATPOW_REFERENCES, Spec, from_env
+from gpucheck.performance.plan import (
+    BENCH_MAX_TIME_ENV,
+    BENCH_PLAN_ENV,
+    LOGICAL_CPUS,
+    MATPOW_REFERENCES,
+    Spec,
+    from_env,
+    max_time_from_env,
+)
 from gpucheck.protocol import Checkpoint, stage, timeout_from_env
 
 #: A round lasts about this long; rounds are repeated for about MEASURE_S, at least MIN_ROUNDS times.
@@ -90,7 +99,7 @@ def probe_performance() -> Iterator[Checkpoint]:
     yield Checkpoint(facts(setup_error is not None), budget)
     if setup_error is not None:
         return
-    bench = _Bench(tf)
+    bench = _Bench(tf, max_time_from_env(os.environ.get(BENCH_MAX_TIME_ENV, "")))
     for spec in specs:
         stage(f"benchmark {spec.name}")
         runs.append(bench.run(spec))
@@ -147,7 +156,7 @@ def derive(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
 def _timed(
     work: Work,
     sync: Callable[[Any], None],
-    measure_s: float = MEASURE_S,
+    measure_s: float,
     max_iterations: int = MAX_ITERATIONS,
 ) -> tuple[int, list[float]]:
     """Calibrate the units of work per round, warm up (tracing, compilation, autotuning), then time rounds.
@@ -182,8 +191,12 @@ def _med(rounds: list[float], iterations: int) -> float:
 class _Bench:
     """Runs one benchmark of each kind; every method returns a :class:`BenchmarkRun` or raises."""
 
-    def __init__(self, tf: Any) -> None:
+    def __init__(self, tf: Any, max_time: float | None = None) -> None:
         self.tf = tf
+        # --benchmark-max-time, where given (performance.plan.BENCH_MAX_TIME_ENV): every benchmark's rounds for that
+        # long, the headline matmuls for as many times longer as they are by default.
+        self.measure_s = MEASURE_S if max_time is None else max_time
+        self.measure_matmul_s = MEASURE_MATMUL_S if max_time is None else max_time * MEASURE_MATMUL_S / MEASURE_S
         sync = getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
         self._sync_all: Callable[[], None] | None = sync if callable(sync) else None
 
@@ -277,7 +290,7 @@ class _Bench:
 
             return lambda: chain(a, b)
 
-        iterations, rounds = _timed(work, self._sync(spec), MEASURE_MATMUL_S)
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_matmul_s)
         flops = 2.0 * n**3
         return (
             iterations,
@@ -327,7 +340,7 @@ class _Bench:
             traced[k] = lambda: program(a, b)
             return traced[k]
 
-        iterations, rounds = _timed(work, self._sync(spec), max_iterations=1)
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_s, max_iterations=1)
         flops = 2.0 * 2 * (power - 1) * n**3
         result = work(1)()  # the program traced for timing: where it ran
         return (
@@ -422,7 +435,7 @@ class _Bench:
 
                 return lambda: copies(src)
 
-        iterations, rounds = _timed(work, self._sync(spec))
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
         extra: dict[str, Any] = {"bytes": nbytes}
         if variant == "h2d-pinned":
             # The host-side copy that feeds the staged transfer is in the round: a lower bound of the link's
@@ -472,7 +485,7 @@ class _Bench:
 
             return lambda: chain(x, w)
 
-        iterations, rounds = _timed(work, self._sync(spec))
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
         flops = 2.0 * batch * hw * hw * ch * ch * 9
         return (
             iterations,
@@ -506,7 +519,7 @@ class _Bench:
 
         # Calibrated per op: one op is far below a round, so a round chains many of them (the round's own
         # cost, one function call and one synchronisation, is then spread over thousands of ops).
-        iterations, rounds = _timed(work, self._sync(spec), max_iterations=4096)
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_s, max_iterations=4096)
         return (
             iterations,
             rounds,
@@ -552,7 +565,7 @@ class _Bench:
             low, high = float(tf.reduce_min(got)), float(tf.reduce_max(got))
             if low != want or high != want:
                 raise ArithmeticError(f"the all-reduce returned values from {low} to {high}, not {want}")
-        iterations, rounds = _timed(work, self._sync(spec))
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
         nbytes = count * 4
         algbw = nbytes / _med(rounds, iterations) / 1e9
         return (
@@ -654,7 +667,7 @@ class _Bench:
 
                 return steps
 
-        iterations, rounds = _timed(work, self._sync(spec))
+        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
         step = _med(rounds, iterations)
         return (
             iterations,

@@ -89,7 +89,9 @@ def acceptance(tmp_path_factory: pytest.TempPathFactory) -> Acceptance:
     base = tmp_path_factory.mktemp("gpu-acceptance")
     out, archive = base / "ga", base / "ga.tgz"
     began = time.monotonic()
-    rc, stdout, stderr = run_script("--no-install", "--archive", str(archive), str(out), cwd=base)
+    # The benchmarks measure 0.1 s each (the command's own default is gpucheck's 0.8 s, 2 s for the matmuls): what is
+    # checked here is what runs and what the folder holds; docs/measured.md times the command as a user runs it.
+    rc, stdout, stderr = run_script("--no-install", "--bench-max-time", "0.1", "--archive", str(archive), str(out), cwd=base)
     wall = time.monotonic() - began
     print(f"\ntools/gpu-acceptance.sh --no-install ran in {wall:.1f} s (summary total_s: see {out}/summary.json)")
     summary = json.loads((out / "summary.json").read_text())
@@ -184,6 +186,7 @@ def test_the_gpu_command_on_this_host(acceptance: Acceptance) -> None:
     # The short benchmark plan: the CPU's matmul and copy figures, nothing else.
     bench = answers["benchmarks"]
     assert bench["rc"] == 1 and bench["verdict"] == "not-accelerated", bench
+    assert bench["max_time"] == 0.1, bench
     figures = bench["benchmarks"]
     assert "test_matmul[CPU:0-float32]" in figures and "test_copy[CPU:0-host]" in figures, figures
     assert all(re.match(r"test_(matmul|copy|matpow)\[", name) for name in figures), figures

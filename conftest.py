@@ -297,20 +297,28 @@ def gpucheck_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     return SharedRuns(folder / "shared-runs", folder / FAKE_LIB_CACHE)
 
 
+@pytest.fixture(scope="session")
+def torch_python() -> Path:
+    """The interpreter of a venv with the torch CPU wheel and no TensorFlow, made once per cache
+    (tests/torchenv.py): where the suite runs real PyTorch."""
+    from tests.torchenv import torch_python as made
+
+    return made()
+
+
 # --- the inner loop: `pytest tests -m "not slow"` -------------------------------------------------------------
 
 #: A test that asks for one of these starts a pytest session, a fake machine's processes or a benchmark: it is
 #: marked ``slow``. What is left is the inner loop (docs/ARCHITECTURE.md, "Tests"): pure functions and in-process
 #: readings of every unit.
-SLOW_FIXTURES = frozenset({"pytester", "run_gpucheck", "gpucheck_shared", "fake_machine", "fake_lib_cache", "benchmark"})
+SLOW_FIXTURES = frozenset(
+    {"pytester", "run_gpucheck", "gpucheck_shared", "fake_machine", "fake_lib_cache", "benchmark", "torch_python"}
+)
 
 #: Tests that start TensorFlow, a command or a browser without asking for one of those fixtures, by node id
 #: prefix (a file, a test, or a parametrized test's name), each with why.
 SLOW_TESTS: dict[str, str] = {
     "tests/test_neighbours.py": "other projects' own suites, each run twice through its own command line",
-    "tests/test_torch_session.py::test_pytest_gpucheck_with_only_the_torch_cpu_wheel": (
-        "a venv with the torch wheel (made once per cache), then `pytest --gpucheck` in it"
-    ),
     "tests/test_pypi_clash.py::test_both_orders_then_the_other_uninstalled": "pip installs and uninstalls wheels",
     "tests/test_gpu_acceptance.py::test_the_gpu_command_on_this_host": "the acceptance command, TensorFlow and benchmarks",
     "tests/test_gpu_acceptance.py::test_a_step_is_killed_with_its_process_group": "waits out a step's time limit",

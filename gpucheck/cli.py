@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         "merge",
         help="join many hosts' reports (--gpucheck-json) into one table and one JSON",
         description="Join the reports of many hosts (pytest --gpucheck --gpucheck-json on each) into one table: "
-        "host, verdict, root cause, GPUs, driver, TensorFlow, key figures; hosts whose root causes agree are grouped. Exit status: "
+        "host, verdict, root cause, GPUs, driver, frameworks (each with its verdict), key figures; hosts whose root causes agree are grouped. Exit status: "
         "0 every host accelerated, 1 at least one not, 2 unusable input.",
     )
     merge.add_argument("reports", nargs="*", metavar="REPORT.json", help="the hosts' reports")

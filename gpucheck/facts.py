@@ -445,6 +445,9 @@ class FrameworkView:
     collectives: bool | None = None
     #: Why it registers no GPU because NVML does not initialise (a sentence), where that is why; None otherwise.
     blind_without_nvml: str | None = None
+    #: What a test hands the framework to run on its GPU N in the test process, with ``{}`` for N: TensorFlow's
+    #: ``tf.device`` takes "/GPU:0", PyTorch's ``torch.device`` "cuda:0" (the ``gpus`` fixture's ``device``).
+    device_name: str = "/GPU:{}"
 
 
 def gpu_index(device: str) -> int | None:

@@ -1,9 +1,9 @@
 """What ``@pytest.mark.gpu`` asks of a machine, and the answer from a diagnosis: pure functions (no pytest).
 
 A test marked ``gpu(count=1, min_memory=None, compute_capability=None, framework=...)`` needs ``count``
-GPUs that the framework (``"tensorflow"``, or another registered framework unit) registered here
-(``framework=None``: that the CUDA driver lists, no framework asked; not given: the first framework installed,
-else the driver), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
+GPUs that the framework (``"tensorflow"``, ``"torch"``, or another registered framework unit) registered here
+(``framework=None``: that the CUDA driver lists, no framework asked; not given: the first framework, in the registry's
+order, that is installed and that the run diagnosed, else the driver: :func:`bare_framework`), each with at least ``min_memory`` (``8GiB``, or bytes) and a compute capability of at
 least ``compute_capability`` (``"8.0"``), and none of them blocked by what the diagnosis found.
 
 A GPU is *usable* when no blocker of the layers the marker needs is about it (or about the whole machine):
@@ -21,8 +21,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 from gpucheck import frameworks, registry
@@ -96,11 +97,35 @@ def installed(module: str) -> bool:
         return False
 
 
+@cache
+def installed_frameworks() -> tuple[str, ...]:
+    """The framework units whose module is installed here, in the registry's order, found without importing them
+    (asked once a process: what is installed does not change while the tests run)."""
+    return tuple(fw.name for fw in registry.FRAMEWORKS if installed(fw.module))
+
+
 def default_framework() -> str | None:
-    """What a bare ``@pytest.mark.gpu`` asks for: the first framework installed here (the registry's order), found
-    without importing it, else the driver level (None). A suite without TensorFlow never gets "TensorFlow cannot
-    be imported" for a marker that did not name it."""
-    return next((fw.name for fw in registry.FRAMEWORKS if installed(fw.module)), None)
+    """What a bare ``@pytest.mark.gpu`` asks for before the run is diagnosed: the first framework installed here (the
+    registry's order), else the driver level (None). A suite without TensorFlow never gets "TensorFlow cannot be
+    imported" for a marker that did not name it."""
+    return next(iter(installed_frameworks()), None)
+
+
+def bare_framework(installed: Sequence[str], diagnosed: Collection[str]) -> str | None:
+    """What a bare ``@pytest.mark.gpu`` (and an unmarked test's ``gpus``) asks for in a run: the first framework, in
+    the registry's order, that is installed here and that the run diagnosed (--gpucheck-framework, whose default is
+    the installed ones): TensorFlow where it is installed and asked, PyTorch in an environment of PyTorch alone or
+    where only it is asked; else the CUDA driver (None): nothing installed, or --gpucheck-framework=none."""
+    return next((name for name in installed if name in diagnosed), None)
+
+
+def resolve(machine: Machine, need: Need) -> Need:
+    """``need`` with a bare marker's framework chosen for this run (:func:`bare_framework`); a marker that names its
+    framework, or a diagnosis that did not end (its frameworks not known), as it is."""
+    if need.framework_given or not machine.result.complete:
+        return need
+    diagnosed = [name for name in machine.gpus if name != "none"]
+    return replace(need, framework=bare_framework(installed_frameworks(), diagnosed))
 
 
 def parse_need(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Need:
@@ -154,7 +179,8 @@ class Gpu:
 
     #: The framework's GPU:N in this test process (the CUDA ordinal for framework=None).
     index: int
-    #: What ``tf.device`` takes: "/GPU:0".
+    #: What the framework's device call takes: "/GPU:0" (``tf.device``; and for framework=None), "cuda:0"
+    #: (``torch.device``), its ``FrameworkView.device_name``.
     device: str
     name: str | None
     #: Total memory, bytes.
@@ -205,10 +231,12 @@ def machine_gpus(result: Result, framework: str | None = frameworks.DEFAULT) -> 
     subject_of = {r.cuda_ordinal: f"GPU-{r.nvml_index}" for r in rows if r.cuda_ordinal is not None and r.nvml_index is not None}
     layers = layers_for(framework)
     entries: list[tuple[int, int | None, str | None, tuple[int, int] | None]] = []
+    device_name = DEVICE_NAME
     if framework is not None:
         view = facts.frameworks.get(framework)
         if view is None:
             return ()
+        device_name = view.device_name
         for n, g in enumerate(view.gpus):
             # Where its unit cannot tell the ordinal, the framework's N is taken for CUDA's N (it numbers in order).
             ordinal = g.cuda_ordinal if g.cuda_ordinal is not None else (n if n in by_ordinal else None)
@@ -226,7 +254,7 @@ def machine_gpus(result: Result, framework: str | None = frameworks.DEFAULT) -> 
         out.append(
             Gpu(
                 index=n,
-                device=f"/GPU:{n}",
+                device=device_called(device_name, n),
                 name=gpu_name if gpu_name is not None else (cuda_dev.name if cuda_dev else None),
                 memory=cuda_dev.memory_total if cuda_dev is not None else None,
                 compute_capability=capability,
@@ -260,6 +288,22 @@ class Machine:
         return self.gpus.get(framework if framework is not None else "none", ())
 
 
+#: A GPU's device where no framework names it (framework=None): TensorFlow's form, as before frameworks had their own.
+DEVICE_NAME = "/GPU:{}"
+_TRAILING_NUMBER = re.compile(r"[0-9]+$")
+
+
+def device_called(name: str, n: int) -> str:
+    """The device ``name`` (a ``FrameworkView.device_name``: "cuda:{}") for GPU ``n``; a name without ``{}`` (a
+    framework unit's mistake) gets the number appended."""
+    return name.replace("{}", str(n)) if "{}" in name else f"{name}{n}"
+
+
+def renumbered(device: str, n: int) -> str:
+    """``device`` ("/GPU:3", "cuda:3") for GPU ``n`` of a worker's own numbering ("cuda:0")."""
+    return _TRAILING_NUMBER.sub(str(n), device) if _TRAILING_NUMBER.search(device) else f"{device}{n}"
+
+
 def for_worker(gpus: tuple[Gpu, ...], ordinals: tuple[int, ...] | None) -> tuple[Gpu, ...]:
     """The GPUs a worker given ``ordinals`` (CUDA ordinals of the diagnosed process, in the order of its
     CUDA_VISIBLE_DEVICES) sees, numbered as it numbers them; all of them when it was given none."""
@@ -268,7 +312,7 @@ def for_worker(gpus: tuple[Gpu, ...], ordinals: tuple[int, ...] | None) -> tuple
     by_ordinal = {g.cuda_ordinal: g for g in gpus if g.cuda_ordinal is not None}
     mine = [by_ordinal[o] for o in ordinals if o in by_ordinal]
     return tuple(
-        Gpu(n, f"/GPU:{n}", g.name, g.memory, g.compute_capability, g.bus_id, g.cuda_ordinal, g.subject, g.blocked_by)
+        Gpu(n, renumbered(g.device, n), g.name, g.memory, g.compute_capability, g.bus_id, g.cuda_ordinal, g.subject, g.blocked_by)
         for n, g in enumerate(mine)
     )
 
@@ -303,9 +347,8 @@ def answer(machine: Machine, need: Need, ordinals: tuple[int, ...] | None = None
     """Whether a test that needs ``need`` runs here, on which GPUs, or why not (its reason leads with the
     root cause's id and summary). ``ordinals``: the GPUs this xdist worker was given (``for_worker``)."""
     result = machine.result
+    need = resolve(machine, need)
     if need.framework is not None and need.framework not in machine.gpus and result.complete:
-        if not need.framework_given:
-            return answer(machine, replace(need, framework=None), ordinals, per_worker)
         diagnosed = ",".join(name for name in machine.gpus if name != "none") or frameworks.NONE
         return Answer(
             False,

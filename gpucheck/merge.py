@@ -53,6 +53,48 @@ class Host:
     cuda_runtime: str | None = None
     cudnn: str | None = None
     gpu_model: str | None = None
+    #: Each framework the host's run diagnosed, in its order: name, title, version, its own verdict and root cause
+    #: (the report's ``frameworks``; a report written before it had them: TensorFlow's version alone, no verdict).
+    frameworks: list[dict[str, str | None]] = field(default_factory=list)
+
+
+#: A framework's name as a report may give it (``gpucheck.frameworks``' names), else it is not shown as one.
+_FRAMEWORK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def _frameworks(report: dict[str, Any], tensorflow: str | None) -> list[dict[str, str | None]]:
+    """What a host's report says of each framework it diagnosed (``frameworks``, any shape: what is not a framework's
+    entry is left out); a report without them that names TensorFlow's version, that one."""
+    entries = report.get("frameworks")
+    if not isinstance(entries, dict):
+        return [{"name": "tensorflow", "title": "TensorFlow", "version": tensorflow, "verdict": None, "root_cause": None}] \
+            if tensorflow is not None else []
+    out = []
+    for name, entry in list(entries.items())[:16]:
+        if not isinstance(entry, dict) or not isinstance(name, str) or not _FRAMEWORK_NAME.match(name):
+            continue
+        known = registry.framework_named(name)
+        verdict = entry.get("verdict")
+        out.append({
+            "name": name,
+            "title": _text(entry.get("title")) or (known.title if known is not None else name),
+            "version": _text(entry.get("version")),
+            "verdict": verdict if verdict in ("accelerated", "degraded", "not-accelerated") else None,
+            "root_cause": _text(entry.get("root_cause")),
+        })
+    return out
+
+
+def frameworks_text(frameworks: Sequence[dict[str, str | None]]) -> str:
+    """A host's frameworks in one cell: "TensorFlow 2.21.0: accelerated; PyTorch 2.13.0+cpu: not-accelerated
+    (framework-cpu-only)"; "-" where its run diagnosed none."""
+    parts = []
+    for fw in frameworks:
+        text = " ".join(str(v) for v in (fw.get("title") or fw.get("name"), fw.get("version")) if v)
+        if fw.get("verdict"):
+            text += f": {fw['verdict']}" + (f" ({fw['root_cause']})" if fw.get("root_cause") else "")
+        parts.append(text)
+    return "; ".join(parts) or "-"
 
 
 class _Fleet(Exception):
@@ -133,6 +175,7 @@ def _host(path: str, report: Any) -> Host:
     }
     build = dig(facts, "framework", "facts", "build_info")
     build = build if isinstance(build, dict) else {}
+    tensorflow = _text(dig(facts, "framework", "facts", "version"))
     return Host(
         host=host,
         path=path,
@@ -142,7 +185,7 @@ def _host(path: str, report: Any) -> Host:
         also=list(dict.fromkeys(also)),
         gpus=gpus,
         driver=driver,
-        tensorflow=_text(dig(facts, "framework", "facts", "version")),
+        tensorflow=tensorflow,
         complete=complete if isinstance(complete, bool) else False,
         figures=_figures(facts),
         cuda=_cuda_api(dig(facts, "cuda", "facts", "driver_version")) or _cuda_api(
@@ -151,6 +194,7 @@ def _host(path: str, report: Any) -> Host:
         cuda_runtime=loaded.get("cudart") or _text(build.get("cuda_version")),
         cudnn=loaded.get("cudnn") or _text(build.get("cudnn_version")),
         gpu_model=" + ".join(sorted(set(gpus))) or None,
+        frameworks=_frameworks(report, tensorflow),
     )
 
 
@@ -304,11 +348,11 @@ def text_report(hosts: Sequence[Host], out: TextIO) -> None:
     in a host name is shown as ``\\x1b``, never sent to the terminal)."""
     rows = [
         [h.host, h.verdict + ("" if h.complete else " (incomplete)"), h.root_cause or ", ".join(h.also) or "-",
-         _gpus(h.gpus), h.driver or "-", h.tensorflow or "-", figures_text(h.figures)]
+         _gpus(h.gpus), h.driver or "-", frameworks_text(h.frameworks), figures_text(h.figures)]
         for h in hosts
     ]
     rows = [[one_line(c) for c in r] for r in rows]
-    headers = ["host", "verdict", "root cause", "GPUs", "driver", "TensorFlow", "key figures"]
+    headers = ["host", "verdict", "root cause", "GPUs", "driver", "frameworks", "key figures"]
     widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
     out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
     out.write("  ".join("-" * w for w in widths) + "\n")

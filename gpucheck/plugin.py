@@ -24,6 +24,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Before the project's conftests: an xdist worker reads whether a framework initialised CUDA before gpucheck did
+    # anything in it (gpucheck.suite.read_early_cuda; nothing is read elsewhere).
+    suite.read_early_cuda(early_config)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     # trylast: the project's conftests and other plugins register their markers first (gpucheck.suite.ownership).

@@ -191,6 +191,14 @@ def _layers_json(layers: tuple[LayerState, ...]) -> list[dict[str, Any]]:
     return [{"layer": s.layer, "state": s.state, "finding_ids": list(s.finding_ids)} for s in layers]
 
 
+def _framework_names(result: Result, name: str) -> dict[str, str | None]:
+    """How a framework of the report is written ("PyTorch") and the version diagnosed ("2.13.0+cpu"; None where it
+    did not import), from its view: what ``gpucheck merge`` shows of each host's frameworks. Nothing where the facts
+    stayed with another process (an xdist worker)."""
+    view = result.facts.frameworks.get(name) if result.facts is not None else None
+    return {"title": view.title, "version": view.version} if view is not None else {}
+
+
 def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     rc = result.root_cause
     return {
@@ -215,6 +223,7 @@ def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings
                 "verdict": fw.verdict,
                 "root_cause": fw.root_cause.id if fw.root_cause is not None else None,
                 "layers": _layers_json(fw.layers),
+                **_framework_names(result, fw.name),
             }
             for fw in result.frameworks
         },

@@ -19,7 +19,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 from gpucheck.blocking import LayerState
 from gpucheck.diagnosis import FrameworkState, Result, incomplete
 from gpucheck.isolation import ChildRunner
-from gpucheck.marker import Gpu, Machine
+from gpucheck.marker import Gpu, Machine, title
 from gpucheck.model import NO_ACTION, Finding, Severity
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_hardware_within
 from gpucheck.probes.visibility import parse_cuda_visible_devices
@@ -286,6 +286,28 @@ def worker_ordinals(environ: Mapping[str, str]) -> tuple[int, ...] | None:
         return tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
         return None
+
+
+def cuda_too_early(initialised: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """Why this xdist worker must not hand out its GPUs, or None. ``initialised``: the frameworks that had initialised
+    CUDA in this process when gpucheck's plugin was loaded (``gpucheck.frameworks.cuda_initialised`` then); ``environ``:
+    the worker's environment. A worker given GPUs of its own (--gpucheck-gpus-per-worker) gets its CUDA_VISIBLE_DEVICES
+    in its start-up environment, set by execnet before pytest starts there; CUDA initialised before that (a sitecustomize
+    or ``.pth`` file, a plugin loaded before gpucheck's) read the variable as it was, and the framework's ``cuda:0`` may
+    be another GPU than the worker's. The CUDA driver reads the variable once, at its initialisation: nothing can
+    change that in the process, so the answer is an error, not a wrong GPU."""
+    ordinals = worker_ordinals(environ)
+    if not initialised or ordinals is None:
+        return None
+    who = " and ".join(title(name) for name in initialised)
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+    return (
+        f"{who} had initialised CUDA in this xdist worker before gpucheck's plugin was loaded (at the interpreter's "
+        f"start: a sitecustomize or .pth file, or a pytest plugin loaded before gpucheck), so it may use other GPUs than "
+        f"the CUDA_VISIBLE_DEVICES={visible} that --gpucheck-gpus-per-worker gave this worker: the CUDA driver reads that "
+        f"variable once, when CUDA is initialised. Initialise CUDA in a test or a fixture, not at start-up, or run "
+        f"without --gpucheck-gpus-per-worker."
+    )
 
 
 def parent_environment(environ: Mapping[str, str]) -> dict[str, str]:

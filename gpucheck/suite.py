@@ -1,5 +1,5 @@
 """gpucheck inside a project's own test suite: the ``gpu`` marker, the ``gpus`` / ``gpucheck_result`` /
-``tf_gpu_device`` fixtures, and pytest-xdist (one diagnosis per run, GPUs and a memory bound per worker).
+``tf_gpu_device`` / ``torch_device`` fixtures, and pytest-xdist (one diagnosis per run, GPUs and a memory bound per worker).
 
 Registered by the plugin on every pytest run, so this module imports nothing but pytest and the standard
 library at its top: a suite without the marker pays for one scan of its items and nothing else. The
@@ -39,14 +39,19 @@ LEFT_ALONE_PLUGIN_NAME = "gpucheck-suite-left-alone"
 #: The marker's help after its name (``pytest --markers``): ``NAME(count=1, ...): the test needs ...``.
 MARKER_HELP = (
     "(count=1, min_memory=None, compute_capability=None, framework=...): gpucheck's marker: the test needs "
-    "COUNT GPUs that FRAMEWORK (framework=None: the CUDA driver; not given: TensorFlow where it is installed, "
-    "else the driver) can use here, each with at least MIN_MEMORY ('8GiB') and compute capability "
+    "COUNT GPUs that FRAMEWORK ('tensorflow', 'torch'; framework=None: the CUDA driver; not given: the first framework "
+    "installed and diagnosed, TensorFlow before PyTorch, else the driver) can use here, each with at least MIN_MEMORY ('8GiB') and compute capability "
     "COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root cause where the machine cannot, or fails it "
     "with --gpucheck-require"
 )
 #: The option whose mere presence sets up the workers' environment (read without resolving the others).
 _ENV_SETTINGS = ("gpus-per-worker",)
 ANSWER = pytest.StashKey["Answer"]()
+#: The frameworks that had initialised CUDA when gpucheck's plugin was loaded in an xdist worker given GPUs of its own.
+EARLY_CUDA = pytest.StashKey[tuple[str, ...]]()
+#: The variable that carries an xdist worker's GPUs (``gpucheck.shared.WORKER_GPUS_ENV``; named here so that a process
+#: that is no such worker imports nothing to ask).
+WORKER_GPUS_ENV = "GPUCHECK_WORKER_GPUS"
 #: The marker gpucheck owns when the project says nothing (and has no ``gpu`` marker of its own).
 DEFAULT_MARKER = "gpu"
 #: The ini value by which a project hands a marker to gpucheck (``gpucheck_marker = gpu``; ``none``: no marker).
@@ -164,8 +169,8 @@ class SuitePlugin:
         #: Marked tests this process collected (a worker's, or a plain run's) and their outcome counts.
         self.marked = 0
         self.outcomes: dict[str, int] = {}
-        #: Whether TensorFlow was given --gpucheck-worker-memory's bound in this process.
-        self._bounded = False
+        #: The frameworks given --gpucheck-worker-memory's bound in this process.
+        self._bounded: set[str] = set()
         #: The GPUs each worker was given (controller, --gpucheck-gpus-per-worker), for the summary.
         self.assigned: list[str] = []
         if _is_worker(config):
@@ -384,26 +389,25 @@ class SuitePlugin:
         return found
 
     def _gpus(self, request: pytest.FixtureRequest) -> tuple[Gpu, ...]:
-        from gpucheck import frameworks, marker, shared
+        from gpucheck import marker, shared
 
         found = self.answer_of(request.node)
         if found is not None and found.runs:
             return found.gpus
         mark = request.node.get_closest_marker(self.marker) if self.marker is not None else None
         machine = self.machine()
-        if mark is not None:
-            framework = marker.parse_need(mark.args, mark.kwargs).framework
-        else:
-            # An unmarked test: the default framework's GPUs where it was diagnosed, else the driver's (a run with
-            # --gpucheck-framework=none still hands out the GPUs it found usable).
-            framework = frameworks.DEFAULT if frameworks.DEFAULT in machine.gpus else None
+        # An unmarked test: a bare marker's GPUs, the first framework installed and diagnosed, else the driver's (a run
+        # with --gpucheck-framework=none still hands out the GPUs it found usable).
+        need = marker.parse_need(mark.args, mark.kwargs) if mark is not None else marker.Need(framework_given=False)
+        framework = marker.resolve(machine, need).framework
         every = marker.for_worker(machine.gpus_for(framework), shared.worker_ordinals(os.environ))
         return tuple(g for g in every if g.usable)
 
     @pytest.fixture
     def gpus(self, request: pytest.FixtureRequest) -> list[Gpu]:
         """The GPUs this test may use: a marked test's, else every usable GPU of this process (an empty list
-        when none). Each has index, device ("/GPU:0"), name, memory (bytes), compute_capability, bus_id."""
+        when none). Each has index, device ("/GPU:0" for TensorFlow and the driver, "cuda:0" for PyTorch), name,
+        memory (bytes), compute_capability, bus_id."""
         return list(self._gpus(request))
 
     @pytest.fixture
@@ -415,31 +419,65 @@ class SuitePlugin:
     def tf_gpu_device(self, request: pytest.FixtureRequest) -> str:
         """The ``tf.device`` string of a usable GPU of this process ("/GPU:0"), or a skip with the cause. With
         --gpucheck-worker-memory, TensorFlow (imported here) is first given that memory_limit on each GPU."""
-        from gpucheck import frameworks, marker
+        from gpucheck import frameworks
+
+        gpu = self._framework_gpu(request, frameworks.DEFAULT)
+        return gpu.device if gpu is not None else "/GPU:0"
+
+    @pytest.fixture
+    def torch_device(self, request: pytest.FixtureRequest) -> Any:
+        """The ``torch.device`` of a usable GPU of this process (``cuda:0``) that PyTorch can use, or a skip with the
+        cause. With --gpucheck-worker-memory, torch's caching allocator is first bound to that much of each GPU
+        (``torch.cuda.set_per_process_memory_fraction``). Under xdist with --gpucheck-gpus-per-worker, a worker where
+        PyTorch had initialised CUDA before gpucheck's plugin was loaded fails the test, saying so, rather than hand
+        out what may be another worker's GPU."""
+        gpu = self._framework_gpu(request, TORCH)
+        import importlib  # torch, the test's own framework, only now: it imports torch to use the device
+
+        return importlib.import_module("torch").device(gpu.device if gpu is not None else "cuda:0")
+
+    def _framework_gpu(self, request: pytest.FixtureRequest, framework: str) -> Gpu | None:
+        """The first GPU of this test's answer that ``framework`` can use, its memory bounded in this process
+        (--gpucheck-worker-memory); a skip with the cause where there is none, or None under --gpucheck-require (the
+        test then fails at its call with the cause, before it uses the device)."""
+        from gpucheck import marker
         from gpucheck.reportfile import one_line
 
         item = request.node
         found = self.answer_of(item)
         mark = item.get_closest_marker(self.marker) if self.marker is not None else None
-        need = marker.parse_need(mark.args, mark.kwargs) if mark is not None else marker.Need()
-        if found is not None and found.runs and need.framework != frameworks.DEFAULT:
-            # Marked for the driver's GPUs (framework=None, or a bare marker where TensorFlow is not installed):
-            # this fixture is TensorFlow's, and asks TensorFlow for the same GPUs (framework-missing, say).
-            found = self.answer(replace(need, framework=frameworks.DEFAULT, framework_given=True))
+        need = marker.parse_need(mark.args, mark.kwargs) if mark is not None else marker.Need(framework=framework)
+        if found is not None and found.runs and marker.resolve(self.machine(), need).framework != framework:
+            # Marked for another framework's GPUs, or the driver's (framework=None; a bare marker where this one is
+            # not the first installed): this fixture is this framework's, and asks it for the same GPUs.
+            found = self.answer(replace(need, framework=framework, framework_given=True))
             if not found.runs and self.settings().require:
                 pytest.fail(_require_text(found), pytrace=False)
         elif found is None:
-            found = self.answer(marker.Need())
+            found = self.answer(marker.Need(framework=framework))
         if not found.runs:
             if mark is not None and self.settings().require:
-                return "/GPU:0"  # --gpucheck-require: the test fails at its call with the cause, before using it
+                return None  # --gpucheck-require: the test fails at its call with the cause, before using it
             raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True)
+        self.refuse_early_cuda(framework)
         limit = self.settings().worker_memory
-        if limit is not None and not self._bounded:
-            self._bounded = True
-            for warning in _bound_memory(frameworks.DEFAULT, _megabytes(limit)):
+        if limit is not None and framework not in self._bounded:
+            self._bounded.add(framework)
+            for warning in _bound_memory(framework, _megabytes(limit)):
                 warnings.warn(pytest.PytestWarning(f"gpucheck: --gpucheck-worker-memory {warning}"), stacklevel=2)
-        return found.gpus[0].device
+        return found.gpus[0]
+
+    def refuse_early_cuda(self, framework: str | None) -> None:
+        """Fail the test where ``framework`` had initialised CUDA in this xdist worker before gpucheck could give it
+        its GPUs (``gpucheck.shared.cuda_too_early``): its GPUs may be another worker's."""
+        early = self.config.stash.get(EARLY_CUDA, ())
+        if framework is None or framework not in early:
+            return
+        from gpucheck.shared import cuda_too_early
+
+        why = cuda_too_early((framework,), os.environ)
+        if why is not None:
+            pytest.fail(f"gpucheck: {why}", pytrace=False)
 
     # --- the end: the summary and the report, written once -------------------------------------------------
 
@@ -545,7 +583,14 @@ class MarkedTests:
         from gpucheck.reportfile import one_line
 
         found = self.suite.answer_of(item)
-        if found is None or found.runs:
+        if found is None:
+            return
+        if found.runs:
+            mark = item.get_closest_marker(self.suite.marker) if self.suite.marker is not None else None
+            if mark is not None and error is None:
+                from gpucheck.marker import parse_need, resolve
+
+                self.suite.refuse_early_cuda(resolve(self.suite.machine(), parse_need(mark.args, mark.kwargs)).framework)
             return
         if not self.suite.settings().require:
             raise pytest.skip.Exception(one_line(found.reason), _use_item_location=True) from error
@@ -606,6 +651,21 @@ def _megabytes(amount: str) -> int:
     from gpucheck.settings import memory_bytes
 
     return max(1, memory_bytes(amount, 0) // (1 << 20))
+
+
+#: PyTorch's name among the frameworks (``gpucheck.frameworks.BUILT_IN``): the framework of ``torch_device``.
+TORCH = "torch"
+
+
+def read_early_cuda(config: pytest.Config) -> None:
+    """In an xdist worker given GPUs of its own (--gpucheck-gpus-per-worker), which frameworks had already initialised
+    CUDA when gpucheck's plugin was loaded (``gpucheck.frameworks.cuda_initialised``: read from ``sys.modules``,
+    nothing imported); any other process asks nothing. Called before the project's conftests load."""
+    if WORKER_GPUS_ENV not in os.environ:
+        return
+    from gpucheck.frameworks import cuda_initialised
+
+    config.stash[EARLY_CUDA] = cuda_initialised(sys.modules)
 
 
 def register(config: pytest.Config) -> None:

@@ -80,6 +80,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.torch.facts": 0,
     "gpucheck.frameworks.torch.view": 2,
     "gpucheck.frameworks.torch.child": 2,
+    "gpucheck.frameworks.torch.process": 2,
     "gpucheck.frameworks.torch.rules": 2,
     "gpucheck.frameworks.torch.checks_torch": 8,
     # 4: the registry of units

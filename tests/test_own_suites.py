@@ -24,6 +24,8 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,9 +38,11 @@ from gpucheck import marker, shared
 from gpucheck.diagnosis import Result, incomplete
 from gpucheck.marker import Gpu, Machine, MarkerError, Need, parse_need
 from gpucheck.model import Severity, finding
+from tests.torchenv import checkout_environment
 
 HERE = Path(__file__).resolve().parent
 SAMPLE = HERE / "sampleproject"
+TORCH_SAMPLE = HERE / "torchproject"
 SCENARIOS = HERE / "scenarios"
 PAGE = HERE.parent / "docs" / "own-suites.md"
 
@@ -50,6 +54,9 @@ COMMANDS = {
     "per-worker": "pytest -n 2 --gpucheck-gpus-per-worker=1 --gpucheck-framework=none --gpucheck-json=gpucheck-report.json -rs tests/test_worker_view.py",
     "two-gpus": "pytest -rs tests/test_model.py::test_data_parallel_step",
     "unmarked": 'pytest -m "not gpu"',
+    # The PyTorch sample (tests/torchproject), in a venv with the torch CPU wheel and no TensorFlow.
+    "torch-plain": "pytest -rs --gpucheck-json=gpucheck-report.json",
+    "torch-require": "pytest -n 2 --gpucheck-require --gpucheck-gpus-per-worker=1 --gpucheck-worker-memory=2GiB -rs",
 }
 MiB = 1 << 20
 
@@ -279,6 +286,76 @@ def test_every_command_of_the_page_is_run() -> None:
             assert f'sample("{key}")' in source, key
 
 
+#: Put first on PYTHONPATH, a ``sitecustomize`` that appends each Python process's command line to
+#: $SAMPLE_PROCESS_LOG, one JSON list a line: the PyTorch probe children a run starts are its diagnoses (on this host no
+#: fake libcuda logs a cuInit to count them by).
+PROCESS_LOG = """
+import json, os, sys
+if os.environ.get("SAMPLE_PROCESS_LOG"):
+    with open(os.environ["SAMPLE_PROCESS_LOG"], "a") as log:
+        log.write(json.dumps(sys.argv) + "\\n")
+"""
+TORCH_PROBE = "gpucheck.frameworks.torch.child:probe_torch"
+
+
+def test_the_pytorch_sample_on_this_host_skips_then_fails_under_require_with_xdist(
+    torch_python: Path, tmp_path: Path
+) -> None:
+    """The PyTorch sample project (tests/torchproject) in a venv with the torch CPU wheel and no TensorFlow, on this
+    host (no GPU, no driver): its marked tests (``gpu(framework="torch")``, a bare ``gpu``, two GPUs), which ask for
+    ``torch_device`` and ``gpus``, are skipped with the root cause no-nvidia-gpu; with ``-n 2 --gpucheck-require``
+    they fail with it instead, their bodies never run, and the run still diagnoses once. The plain test passes."""
+    project = tmp_path / "project"
+    shutil.copytree(TORCH_SAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(SAMPLE / "tests" / "record.py", project / "tests" / "record.py")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(PROCESS_LOG)
+    env = checkout_environment(tmp_path / "site", hooks)
+
+    def torch_sample(key: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]], dict[str, dict[str, Any]]]:
+        records, log = tmp_path / f"records-{key}", tmp_path / f"processes-{key}.log"
+        records.mkdir()
+        argv = shlex.split(COMMANDS[key])
+        done = subprocess.run(
+            [str(torch_python), "-m", *argv], cwd=project, capture_output=True, text=True, timeout=300, check=False,
+            env={**env, "SAMPLE_RECORD": str(records), "SAMPLE_PROCESS_LOG": str(log)},
+        )
+        processes = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        seen = {p.stem: json.loads(p.read_text()) for p in records.glob("*.json")}
+        return done, processes, seen
+
+    marked = ("test_matmul_on_the_gpu", "test_training_step", "test_data_parallel_step")
+    cause = "no usable GPU — no-nvidia-gpu: No NVIDIA GPU on this machine's PCI bus."
+    # Plain: skipped with the cause, the plain test run; one diagnosis, which asked PyTorch alone.
+    done, processes, seen = torch_sample("torch-plain")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert "1 passed, 3 skipped" in out, out[-3000:]
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert len(skipped) == 3 and all(line.endswith(cause) for line in skipped), skipped
+    assert "3 marked test(s): 3 skipped" in out and "root cause: no-nvidia-gpu (hardware)" in out, out[-3000:]
+    assert set(seen) == {"torch_unmarked-main"}, seen
+    assert sum(TORCH_PROBE in p for p in processes) == 1, processes
+    report = json.loads((project / "gpucheck-report.json").read_text())
+    assert list(report["frameworks"]) == ["torch"] and report["settings"]["framework"]["value"] == "torch"
+    assert report["frameworks"]["torch"]["version"] == "2.13.0+cpu" and report["root_cause"]["id"] == "no-nvidia-gpu"
+    # -n 2 --gpucheck-require: each marked test fails with the cause and its remedy, none ran; still one diagnosis.
+    done, processes, seen = torch_sample("torch-require")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-4000:]
+    assert "2 workers [4 items]" in out and "3 failed, 1 passed" in out, out[-4000:]
+    titles = re.findall(r"^_{3,} (\S+) _{3,}$", out, flags=re.M)
+    assert sorted(titles) == sorted(marked), titles
+    assert out.count(f"--gpucheck-require: this machine cannot run this test: {cause}") == 3, out[-4000:]
+    # Three failures and the summary's root cause, whose remedy names the framework diagnosed.
+    assert out.count("remedy: Run on a machine with an NVIDIA GPU") == 4 and "PyTorch will run on the CPU here" in out
+    assert "3 marked test(s): 3 failed" in out, out[-3000:]
+    assert [k.split("-")[0] for k in seen] == ["torch_unmarked"] and seen[next(iter(seen))]["worker"] in ("gw0", "gw1")
+    assert sum(TORCH_PROBE in p for p in processes) == 1, processes  # the run's one diagnosis, by one worker
+    assert "gpus per worker: no GPU to share out: the workers see what this process sees" in out, out[-3000:]
+
+
 # --- in-process: the pure parts ----------------------------------------------------------------------------
 
 
@@ -286,13 +363,14 @@ def test_marker_arguments() -> None:
     assert parse_need((), {}) == Need()
     assert parse_need((2,), {"min_memory": "8GiB", "compute_capability": "8.0"}) == Need(2, "8GiB", (8, 0))
     assert parse_need((), {"framework": None, "min_memory": 8 * 2**30}).min_memory == str(8 * 2**30)
+    assert parse_need((), {"framework": "torch"}) == Need(framework="torch")
     for args, kwargs, words in [
         ((0,), {}, "at least 1"),
         ((True,), {}, "whole number"),
         ((), {"min_memory": "10%"}, "absolute amount"),
         ((), {"min_memory": "lots"}, "amount of memory"),
         ((), {"compute_capability": "sm_80"}, "like '8.0'"),
-        ((), {"framework": "torch"}, "'tensorflow' or None"),
+        ((), {"framework": "pytorch"}, "'tensorflow' or 'torch' or None"),
         ((), {"gpus": 2}, "not gpus"),
         ((1, 2), {}, "at most one positional"),
     ]:
@@ -334,6 +412,89 @@ def test_a_machine_wide_blocker_leads_the_reason() -> None:
     driver_only = Machine(_machine((A100,)).result, {"none": (A100,)})
     assert marker.answer(driver_only, Need(framework=None)).runs
     assert "TensorFlow was not diagnosed (--gpucheck-framework=none)" in marker.answer(driver_only, Need()).reason
+
+
+@pytest.mark.parametrize(
+    ("installed", "diagnosed", "chosen"),
+    [
+        (("tensorflow",), ("tensorflow",), "tensorflow"),  # TensorFlow's users: as before
+        (("tensorflow", "torch"), ("tensorflow", "torch"), "tensorflow"),  # both installed and asked: TensorFlow first
+        (("torch",), ("torch",), "torch"),  # PyTorch alone installed: the bare marker is PyTorch's
+        (("tensorflow", "torch"), ("torch",), "torch"),  # --gpucheck-framework=torch where both are installed
+        ((), ("tensorflow",), None),  # nothing installed (TensorFlow diagnosed as missing): the driver
+        (("tensorflow", "torch"), (), None),  # --gpucheck-framework=none: the driver
+    ],
+)
+def test_a_bare_marker_asks_the_first_framework_installed_and_diagnosed(
+    installed: tuple[str, ...], diagnosed: tuple[str, ...], chosen: str | None
+) -> None:
+    assert marker.bare_framework(installed, diagnosed) == chosen
+
+
+def _torch_h100() -> Machine:
+    """The healthy H100 with torch 2.14.1+cu130 as PyTorch's child reads it (tests/test_torch_rules.py), diagnosed with
+    PyTorch alone."""
+    from tests.test_torch_rules import cuda_build
+    from tests.test_torch_rules import machine as torch_machine
+
+    facts = torch_machine(cuda_build())
+    return Machine.of(Result(facts, {}, (), None, "accelerated", (), True))
+
+
+def test_pytorch_gpus_are_named_as_torch_device_takes_them() -> None:
+    """A test marked for PyTorch gets its GPUs as ``cuda:N`` (what ``torch.device`` takes), numbered in the worker's
+    own view; a bare marker is PyTorch's where the run diagnosed PyTorch alone and only it is installed."""
+    h100 = _torch_h100()
+    assert set(h100.gpus) == {"none", "torch"}
+    found = marker.answer(h100, Need(framework="torch"))
+    assert found.runs and [(g.device, g.name, g.compute_capability) for g in found.gpus] == [
+        ("cuda:0", "NVIDIA H100 80GB HBM3", "9.0")
+    ]
+    assert marker.answer(h100, Need(framework="torch"), ordinals=(0,), per_worker=1).gpus[0].device == "cuda:0"
+    assert marker.answer(h100, Need(framework=None)).gpus[0].device == "/GPU:0"  # the driver's, as before
+    # A worker given the second of two GPUs numbers it 0, in its framework's own form.
+    second = Gpu(1, "cuda:1", "NVIDIA H100 80GB HBM3", 80 * 2**30, "9.0", "00000000:05:00.0", 1, "GPU-1")
+    assert [g.device for g in marker.for_worker((found.gpus[0], second), (1,))] == ["cuda:0"]
+    assert [g.device for g in marker.for_worker((A100, T4), (1,))] == ["/GPU:0"]
+    # TensorFlow is not asked in this run: a marker that names it says so.
+    assert "TensorFlow was not diagnosed (--gpucheck-framework=torch)" in marker.answer(h100, Need()).reason
+
+
+def test_the_early_cuda_reading_and_its_decision() -> None:
+    """Whether a framework had initialised CUDA before gpucheck's plugin loaded, read from this process's real
+    ``sys.modules`` (where torch is not imported: no framework has), and the decision on it: an error only in an xdist
+    worker given GPUs of its own, naming the framework and the worker's CUDA_VISIBLE_DEVICES. (torch's CPU wheel never
+    initialises CUDA, so the reading True is only seen on a GPU machine: the decision is fed it here.)"""
+    from gpucheck import frameworks
+
+    reading = frameworks.cuda_initialised(sys.modules)
+    assert reading == () and "torch.cuda" not in sys.modules
+    worker = {"CUDA_VISIBLE_DEVICES": "1", shared.WORKER_GPUS_ENV: "1", shared.PARENT_VISIBLE_ENV: shared.UNSET}
+    assert shared.cuda_too_early(reading, worker) is None
+    assert shared.cuda_too_early(("torch",), {"CUDA_VISIBLE_DEVICES": "1"}) is None  # gpucheck set nothing here
+    why = shared.cuda_too_early(("torch",), worker)
+    assert why is not None and why.startswith("PyTorch had initialised CUDA in this xdist worker before gpucheck's")
+    assert "the CUDA_VISIBLE_DEVICES=1 that --gpucheck-gpus-per-worker gave this worker" in why
+    # The reading asks the framework's own function, and only a True answer counts.
+    for answer, expected in [(True, ("torch",)), (False, ()), (1, ())]:
+        module = type(sys)("torch.cuda")
+        module.is_initialized = lambda answer=answer: answer  # type: ignore[attr-defined]
+        assert frameworks.cuda_initialised({"torch.cuda": module}) == expected
+    assert frameworks.cuda_initialised({"torch.cuda": type(sys)("torch.cuda")}) == ()  # no such function: no
+
+
+def test_a_pytorch_bound_is_a_share_of_each_gpu() -> None:
+    from gpucheck.frameworks.torch.process import fraction
+
+    h100 = 85_520_809_984  # an H100 80GB HBM3's total memory in bytes, as CUDA reports it
+    assert fraction(2048, h100) == pytest.approx(2048 * MiB / h100) and 2048 * MiB <= fraction(2048, h100) * h100 + 1
+    assert fraction(200_000, h100) == 1.0 and fraction(2048, 0) == 1.0
+
+
+def test_the_suite_side_names_the_workers_variable() -> None:
+    from gpucheck import suite
+
+    assert suite.WORKER_GPUS_ENV == shared.WORKER_GPUS_ENV
 
 
 def test_the_document_the_workers_read_round_trips(tmp_path: Path) -> None:

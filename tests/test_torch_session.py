@@ -3,75 +3,21 @@
 `no-nvidia-gpu`, says in its header that PyTorch 2.13.0 is a CPU-only build, reports PyTorch's facts and layer states,
 and has no TensorFlow `framework-missing`.
 
-The environment (``torch_python``) is a venv of its own with torch and gpucheck's own requirements, made once per
-interpreter and requirements under ``$XDG_CACHE_HOME/pytest-gpucheck`` (as tests/test_neighbours.py makes the
-neighbours'), never this one: installed here, torch would make every `pytest --gpucheck` of the suite diagnose two
-frameworks (the default is every installed framework). gpucheck itself comes from this checkout, as an installed
-distribution would bring it: the checkout on ``PYTHONPATH`` and a ``.dist-info`` there naming its pytest11 entry point.
+The environment (conftest.py's ``torch_python``, tests/torchenv.py) is a venv of its own with torch and gpucheck's own
+requirements, made once per cache, never this one; gpucheck itself comes from this checkout.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
-import sys
-import venv
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-#: The CPU wheel (the local package registry serves 2.13.0+cpu), with what gpucheck needs to run (pyproject.toml's
-#: dependencies, which a test below holds equal).
-TORCH = "torch==2.13.0"
-REQUIREMENTS = ("pytest>=8", "pytest-benchmark>=4", "nvidia-ml-py>=12")
-INSTALL_TIMEOUT_S = 900
+from tests.torchenv import REQUIREMENTS, ROOT, checkout_environment
+
 RUN_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="session")
-def torch_python() -> Path:
-    """The interpreter of a venv with the torch CPU wheel and gpucheck's requirements, without TensorFlow: made once
-    per requirements and interpreter, in a folder of its own renamed into place when complete."""
-    wanted = "\n".join((TORCH, *REQUIREMENTS))
-    digest = hashlib.sha256((wanted + sys.version).encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpucheck"
-    home = cache / f"torch-{digest}"
-    if (home / "complete").exists():
-        return home / "bin" / "python"
-    cache.mkdir(parents=True, exist_ok=True)
-    building = cache / f".torch-{digest}-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    venv.EnvBuilder(with_pip=True).create(building)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
-    done = subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH,
-         *REQUIREMENTS],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=env,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"installing {TORCH} for the PyTorch session failed (pip needs its index):\n"
-                    f"{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
-    (building / "complete").write_text(wanted + "\n")
-    try:
-        building.rename(home)
-    except OSError:  # another process completed it first
-        shutil.rmtree(building, ignore_errors=True)
-    return home / "bin" / "python"
-
-
-def _this_checkout(site: Path) -> Path:
-    """This checkout as an installed pytest-gpucheck: a ``.dist-info`` whose pytest11 entry point names the plugin,
-    beside the checkout on ``PYTHONPATH``."""
-    info = site / "pytest_gpucheck-0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-gpucheck\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\npytest_gpucheck = pytest_gpucheck\n")
-    return site
 
 
 def test_the_requirements_are_the_projects() -> None:
@@ -81,11 +27,9 @@ def test_the_requirements_are_the_projects() -> None:
 
 
 def test_pytest_gpucheck_with_only_the_torch_cpu_wheel(torch_python: Path, tmp_path: Path) -> None:
-    site = _this_checkout(tmp_path / "site")
     project = tmp_path / "project"
     project.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GPUCHECK_", "COV_"))}
-    env.update(PYTHONPATH=os.pathsep.join((str(site), str(ROOT))), PYTHONDONTWRITEBYTECODE="1")
+    env = checkout_environment(tmp_path / "site")
     report = tmp_path / "report.json"
     done = subprocess.run(
         [str(torch_python), "-m", "pytest", "--gpucheck", f"--gpucheck-json={report}", "-p", "no:cacheprovider",

@@ -10,6 +10,7 @@ that is not built in, and by the registry.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
 
 #: The entry-point group of the framework units other distributions add.
@@ -26,6 +27,9 @@ BUILT_IN: dict[str, str] = {
 #: The module a program imports to use each built-in framework (its ``Framework.module``, which a test holds equal):
 #: whether it is installed is asked of ``importlib.util.find_spec``, without importing it or its unit.
 MODULES: dict[str, str] = {"tensorflow": "tensorflow", "torch": "torch"}
+#: Where a built-in framework says whether it has initialised CUDA in this process: its name -> (the module that
+#: answers, the function), asked only where that module is already imported (``cuda_initialised``).
+CUDA_INITIALISED: dict[str, tuple[str, str]] = {"torch": ("torch.cuda", "is_initialized")}
 #: A framework's name: what --gpucheck-framework and ``gpu(framework=...)`` take.
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 #: What a run diagnoses where no framework is installed (so that it says framework-missing with the pip command).
@@ -58,6 +62,24 @@ def installed_module(module: str) -> bool:
 def installed() -> tuple[str, ...]:
     """The built-in frameworks installed here (their module is found; nothing is imported)."""
     return tuple(name for name, module in MODULES.items() if installed_module(module))
+
+
+def cuda_initialised(modules: Mapping[str, object]) -> tuple[str, ...]:
+    """The built-in frameworks that have initialised CUDA in this process (PyTorch: ``torch.cuda.is_initialized()``),
+    read from ``modules`` (``sys.modules``): a framework not imported has not, and nothing is imported to ask. An answer
+    that is not True (a module of another shape, a call that raises) counts as not initialised."""
+    out = []
+    for name, (module, function) in CUDA_INITIALISED.items():
+        loaded = modules.get(module)
+        if loaded is None:
+            continue
+        try:
+            initialised = getattr(loaded, function)() is True
+        except Exception:  # noqa: BLE001 - the framework's own code, of any version: no answer is no
+            initialised = False
+        if initialised:
+            out.append(name)
+    return tuple(out)
 
 
 def default() -> str:

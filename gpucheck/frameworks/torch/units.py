@@ -6,7 +6,7 @@ only through what it says of itself (``view``, a ``gpucheck.facts.FrameworkView`
 
 from __future__ import annotations
 
-from gpucheck.frameworks.torch import view
+from gpucheck.frameworks.torch import process, view
 from gpucheck.frameworks.torch.facts import FIELD, TorchFacts
 from gpucheck.frameworks.torch.rules import compat as rules_compat
 from gpucheck.frameworks.torch.rules import framework as rules_framework
@@ -27,4 +27,7 @@ UNITS: tuple[Unit, ...] = (
 )
 
 #: The unit as the registry lists it (``gpucheck.frameworks.BUILT_IN``).
-FRAMEWORK = Framework(view.NAME, view.TITLE, "torch", UNITS, view.view, log_patterns="frameworks/torch/log_patterns.json")
+FRAMEWORK = Framework(
+    view.NAME, view.TITLE, "torch", UNITS, view.view, process.bound_memory,
+    log_patterns="frameworks/torch/log_patterns.json",
+)

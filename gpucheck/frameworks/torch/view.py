@@ -12,6 +12,8 @@ from gpucheck.knowledge import cuda_int_to_text
 
 NAME = "torch"
 TITLE = "PyTorch"
+#: What ``torch.device`` takes for the GPU N of a test process.
+DEVICE_NAME = "cuda:{}"
 
 
 def cudnn_text(version: int | None) -> str | None:
@@ -42,9 +44,9 @@ def view(facts: Facts) -> FrameworkView | None:
     tf = outcome.facts
     info = machine_info(facts)
     if tf is None:
-        return FrameworkView(NAME, TITLE, f"{TITLE} probe: {outcome.exit.status}", None, None, (), info)
+        return FrameworkView(NAME, TITLE, f"{TITLE} probe: {outcome.exit.status}", None, None, (), info, device_name=DEVICE_NAME)
     if not tf.importable:
-        return FrameworkView(NAME, TITLE, f"{TITLE}: not importable", False, tf.version, (), info)
+        return FrameworkView(NAME, TITLE, f"{TITLE}: not importable", False, tf.version, (), info, device_name=DEVICE_NAME)
     if tf.cuda_build:
         cudnn = cudnn_text(tf.cudnn)
         build = f"CUDA {tf.cuda}" + (f", cuDNN {cudnn}" if cudnn else ", no cuDNN")
@@ -52,4 +54,4 @@ def view(facts: Facts) -> FrameworkView | None:
         build = "CPU-only build"
     gpus = tuple(FrameworkGpu(f"cuda:{d.index}", d.index, d.name, d.capability) for d in tf.devices)
     header = f"{TITLE} {tf.version} ({build}) sees {len(gpus)} GPU(s)"
-    return FrameworkView(NAME, TITLE, header, True, tf.version, gpus, info)
+    return FrameworkView(NAME, TITLE, header, True, tf.version, gpus, info, device_name=DEVICE_NAME)

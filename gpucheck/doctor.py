@@ -28,7 +28,7 @@ from gpucheck.diagnosis import Diagnosis, Result
 from gpucheck.isolation import Interrupts, ignore_interrupts
 from gpucheck.model import ACTIONS, Finding, action_rank, unread
 from gpucheck.model import verdict as verdict_of
-from gpucheck.report import node_action, other_faults, report_json, root_cause_lines
+from gpucheck.report import framework_label, node_action, other_faults, report_json, root_cause_lines
 from gpucheck.reportfile import ReportWriteError, one_line, parse_report_path, reader_gone, report_target, write_report
 from gpucheck.settings import OPTIONS, Option, SettingError, Settings, conflicts, resolve
 
@@ -244,6 +244,10 @@ def summary(result: Result, fail_on: str, interrupted: str | None) -> list[str]:
         # As the terminal's summary: a fault the root cause cannot have caused (another GPU's) is said to be its own.
         lead = "also, not caused by the root cause" if independent_of(f, result.root_cause) else "also"
         lines.append(f"{lead}: {f.id} ({f.layer}, {f.severity.value}, action {f.action}): {f.summary}")
+    for fw in result.frameworks:
+        # Each framework diagnosed (--framework), with its own verdict: one's fault never blocks another's questions.
+        why = f" (root cause: {fw.root_cause.id})" if fw.root_cause is not None else ""
+        lines.append(f"framework {framework_label(result, fw.name)}: {fw.verdict}{why}")
     return [one_line(line) for line in lines]
 
 

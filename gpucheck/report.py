@@ -199,6 +199,13 @@ def _framework_names(result: Result, name: str) -> dict[str, str | None]:
     return {"title": view.title, "version": view.version} if view is not None else {}
 
 
+def framework_label(result: Result, name: str) -> str:
+    """A framework of the run as a person reads it: "PyTorch 2.13.0+cpu" (its title and the version diagnosed; its
+    name where its facts stayed with another process)."""
+    named = _framework_names(result, name)
+    return " ".join(str(v) for v in (named.get("title") or name, named.get("version")) if v)
+
+
 def report_json(result: Result, checks: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     rc = result.root_cause
     return {

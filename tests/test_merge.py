@@ -1,6 +1,7 @@
 """Issue 16 (its fleet part): ``gpucheck merge`` of real reports, one per host, made by ``pytest --gpucheck
 --gpucheck-json`` on fake machines of the NVML scenarios (--gpucheck-framework=none: a node's GPU health) and
-on this host as it is."""
+on this host as it is; issue 36: each host's frameworks, from a PyTorch host (``gpucheck doctor --framework torch`` in
+the torch venv) and a TensorFlow one (``pytest --gpucheck`` in this environment), both run on this host."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from conftest import GpucheckRun, make_fake_machine
+from conftest import GpucheckRun, SharedRuns, make_fake_machine
+from tests.torchenv import checkout_environment
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "nvml"
 
@@ -50,7 +52,7 @@ def test_merge_of_a_fleet(fleet: list[Path], tmp_path: Path) -> None:
     done = gpucheck_merge(*fleet, "--json", merged_json)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "TensorFlow", "key", "figures"]
+    assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "frameworks", "key", "figures"]
     table = {ln.split()[0]: ln for ln in lines[2:6]}
     assert "accelerated" in table["node-01"] and "8x H100 80GB HBM3" in table["node-01"]
     assert "not-accelerated" in table["node-04"]
@@ -129,3 +131,44 @@ def test_merge_names_version_drift(drifted_fleet: list[Path], tmp_path: Path) ->
     # The same drivers everywhere: nothing to name.
     same = gpucheck_merge(drifted_fleet[0], drifted_fleet[1])
     assert "drift" not in same.stdout and same.returncode == 0
+
+
+def test_merge_names_each_hosts_frameworks_with_their_verdicts(
+    torch_python: Path, gpucheck_shared: SharedRuns, tmp_path: Path
+) -> None:
+    """Two hosts' reports, each made by a real run on this host: ``gpucheck doctor --framework torch --json`` in a venv
+    of PyTorch alone (which names its framework in its summary), and ``pytest --gpucheck`` of this environment
+    (TensorFlow). The table's frameworks column names each host's frameworks, their versions and their own verdicts;
+    a value with an escape sequence (a report edited by hand) reaches the terminal printable, as every value does."""
+    made = tmp_path / "torch.json"
+    done = subprocess.run(
+        [str(torch_python), "-m", "gpucheck.cli", "doctor", "--framework", "torch", "--json", str(made)],
+        env=checkout_environment(tmp_path / "site"), capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "framework PyTorch 2.13.0+cpu: not-accelerated (root cause: no-nvidia-gpu)"
+    torch_report = json.loads(made.read_text())
+    tensorflow = gpucheck_shared.run().report
+    assert list(tensorflow["frameworks"]) == ["tensorflow"], tensorflow["frameworks"]
+    edited = json.loads(json.dumps(tensorflow))
+    edited["frameworks"]["tensorflow"]["title"] = "Tensor\x1b[31mFlow"
+    hosts = [
+        host_report(torch_report, "torch-node", tmp_path / "torch-node.json"),
+        host_report(tensorflow, "tf-node", tmp_path / "tf-node.json"),
+        host_report(edited, "edited-node", tmp_path / "edited-node.json"),
+    ]
+    fleet_json = tmp_path / "fleet.json"
+    merged = gpucheck_merge(*hosts, "--json", fleet_json)
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    lines = merged.stdout.splitlines()
+    assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "frameworks", "key", "figures"]
+    rows = {line.split()[0]: line for line in lines[2:5]}
+    tf_version = tensorflow["frameworks"]["tensorflow"]["version"]
+    assert "PyTorch 2.13.0+cpu: not-accelerated (no-nvidia-gpu)" in rows["torch-node"], merged.stdout
+    assert f"TensorFlow {tf_version}: not-accelerated (no-nvidia-gpu)" in rows["tf-node"], merged.stdout
+    assert f"Tensor\\x1b[31mFlow {tf_version}: not-accelerated" in rows["edited-node"], merged.stdout
+    assert "\x1b" not in merged.stdout
+    fleet = {h["host"]: h for h in json.loads(fleet_json.read_text())["hosts"]}
+    assert fleet["torch-node"]["frameworks"] == [
+        {"name": "torch", "title": "PyTorch", "version": "2.13.0+cpu", "verdict": "not-accelerated", "root_cause": "no-nvidia-gpu"}
+    ]

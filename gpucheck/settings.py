@@ -339,9 +339,9 @@ OPTIONS: tuple[Option, ...] = (
         "worker-memory",
         parse_absolute_memory,
         None,
-        "the GPU memory TensorFlow may take on each GPU in each test process (each xdist worker): a memory_limit "
-        "(logical device) given when a test first asks for the tf_gpu_device fixture, before TensorFlow sets up "
-        "its GPUs",
+        "the GPU memory a framework may take on each GPU in each test process (each xdist worker), given when a test "
+        "first asks for its fixture: TensorFlow's memory_limit (a logical device, before it sets up its GPUs) at "
+        "tf_gpu_device, PyTorch's set_per_process_memory_fraction at torch_device",
         "AMOUNT",
         pytest_only=True,
     ),

@@ -1,5 +1,6 @@
 """gpucheck inside a project's own test suite: the ``gpu`` marker, the ``gpus`` / ``gpucheck_result`` /
-``tf_gpu_device`` / ``torch_device`` fixtures, and pytest-xdist (one diagnosis per run, GPUs and a memory bound per worker).
+``tf_gpu_device`` / ``torch_device`` fixtures, and pytest-xdist (one diagnosis per run, GPUs and a memory bound per
+worker).
 
 Registered by the plugin on every pytest run, so this module imports nothing but pytest and the standard
 library at its top: a suite without the marker pays for one scan of its items and nothing else. The
@@ -40,9 +41,9 @@ LEFT_ALONE_PLUGIN_NAME = "gpucheck-suite-left-alone"
 MARKER_HELP = (
     "(count=1, min_memory=None, compute_capability=None, framework=...): gpucheck's marker: the test needs "
     "COUNT GPUs that FRAMEWORK ('tensorflow', 'torch'; framework=None: the CUDA driver; not given: the first framework "
-    "installed and diagnosed, TensorFlow before PyTorch, else the driver) can use here, each with at least MIN_MEMORY ('8GiB') and compute capability "
-    "COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root cause where the machine cannot, or fails it "
-    "with --gpucheck-require"
+    "installed and diagnosed, TensorFlow before PyTorch, else the driver) can use here, each with at least MIN_MEMORY "
+    "('8GiB') and compute capability COMPUTE_CAPABILITY ('8.0'); gpucheck skips it with the root cause where the "
+    "machine cannot, or fails it with --gpucheck-require"
 )
 #: The option whose mere presence sets up the workers' environment (read without resolving the others).
 _ENV_SETTINGS = ("gpus-per-worker",)

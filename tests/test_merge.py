@@ -47,9 +47,9 @@ def fleet(
     return out
 
 
-def merged_table(hosts: list[Path], merged_json: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
-    """``gpucheck merge HOSTS --json MERGED_JSON`` of hosts not all accelerated (exit 1), and its table's rows by host."""
-    done = gpucheck_merge(*hosts, "--json", merged_json)
+def merged_table(hosts: list[Path], *options: str | Path) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """``gpucheck merge HOSTS OPTIONS`` of hosts not all accelerated (exit 1), and its table's rows by host."""
+    done = gpucheck_merge(*hosts, *options)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["host", "verdict", "root", "cause", "GPUs", "driver", "frameworks", "key", "figures"]
@@ -58,7 +58,7 @@ def merged_table(hosts: list[Path], merged_json: Path) -> tuple[subprocess.Compl
 
 def test_merge_of_a_fleet(fleet: list[Path], tmp_path: Path) -> None:
     merged_json = tmp_path / "fleet.json"
-    done, table = merged_table(fleet, merged_json)
+    done, table = merged_table(fleet, "--json", merged_json)
     assert "accelerated" in table["node-01"] and "8x H100 80GB HBM3" in table["node-01"]
     assert "not-accelerated" in table["node-04"]
     merged = json.loads(merged_json.read_text())
@@ -163,7 +163,7 @@ def test_merge_names_each_hosts_frameworks_with_their_verdicts(
         host_report(edited, "edited-node", tmp_path / "edited-node.json"),
     ]
     fleet_json = tmp_path / "fleet.json"
-    merged, rows = merged_table(hosts, fleet_json)
+    merged, rows = merged_table(hosts, "--json", fleet_json)
     tf_version = tensorflow["frameworks"]["tensorflow"]["version"]
     assert "PyTorch 2.13.0+cpu: not-accelerated (no-nvidia-gpu)" in rows["torch-node"], merged.stdout
     assert f"TensorFlow {tf_version}: not-accelerated (no-nvidia-gpu)" in rows["tf-node"], merged.stdout

@@ -1,7 +1,8 @@
 """Issue 16 (its fleet part): ``gpucheck merge`` of real reports, one per host, made by ``pytest --gpucheck
 --gpucheck-json`` on fake machines of the NVML scenarios (--gpucheck-framework=none: a node's GPU health) and
 on this host as it is; issue 36: each host's frameworks, from a PyTorch host (``gpucheck doctor --framework torch`` in
-the torch venv) and a TensorFlow one (``pytest --gpucheck`` in this environment), both run on this host."""
+the torch venv) and a TensorFlow one (``pytest --gpucheck`` in this environment, on the driverless host view of
+tests/test_plugin.py), both run on this host."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun, SharedRuns, make_fake_machine
+from tests.test_plugin import driverless_gpucheck_run
 from tests.torchenv import checkout_environment
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "nvml"
@@ -143,7 +145,7 @@ def test_merge_names_each_hosts_frameworks_with_their_verdicts(
 ) -> None:
     """Two hosts' reports, each made by a real run on this host: ``gpucheck doctor --framework torch --json`` in a venv
     of PyTorch alone (which names its framework in its summary), and ``pytest --gpucheck`` of this environment
-    (TensorFlow). The table's frameworks column names each host's frameworks, their versions and their own verdicts;
+    (TensorFlow; tests/test_plugin.py's run of the driverless host, shared with its tests). The table's frameworks column names each host's frameworks, their versions and their own verdicts;
     a value with an escape sequence (a report edited by hand) reaches the terminal printable, as every value does."""
     made = tmp_path / "torch.json"
     done = subprocess.run(
@@ -153,7 +155,7 @@ def test_merge_names_each_hosts_frameworks_with_their_verdicts(
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "framework PyTorch 2.13.0+cpu: not-accelerated (root cause: no-nvidia-gpu)"
     torch_report = json.loads(made.read_text())
-    tensorflow = gpucheck_shared.run().report
+    tensorflow = driverless_gpucheck_run(gpucheck_shared).report
     assert list(tensorflow["frameworks"]) == ["tensorflow"], tensorflow["frameworks"]
     edited = json.loads(json.dumps(tensorflow))
     edited["frameworks"]["tensorflow"]["title"] = "Tensor\x1b[31mFlow"

@@ -60,6 +60,11 @@ def driverless_run(gpucheck_shared: SharedRuns) -> GpucheckRun:
     below that only reads such a run (each of them made its own before): -rs for the skips, a JUnit XML, a
     user's conftest that reads the verdict (printed: -s), and a project whose ini names ``testpaths`` with one
     test of its own given by path."""
+    return driverless_gpucheck_run(gpucheck_shared)
+
+
+def driverless_gpucheck_run(gpucheck_shared: SharedRuns) -> GpucheckRun:
+    """``driverless_run`` for a test of another file that reads such a run (tests/test_merge.py: a TensorFlow host)."""
     return gpucheck_shared.run(
         "-rs", "-s", "--junitxml=junit.xml", "test_root.py",
         scenario=DRIVERLESS_HOST,

@@ -93,11 +93,11 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     "tests/test_worker_view.py":
         Elsewhere("tests/test_own_suites.py::test_two_gpus_one_per_worker_and_one_diagnosis", 'sample("per-worker")'),
     "pytest -rs --gpucheck-json=gpucheck-report.json": Elsewhere(
-        "tests/test_own_suites.py::test_the_pytorch_sample_on_this_host_skips_then_fails_under_require_with_xdist",
+        "tests/test_own_suites.py::test_the_pytorch_sample_skips_then_fails_under_require_with_xdist",
         'sample("torch-plain")',
     ),
     "pytest -n 2 --gpucheck-require --gpucheck-gpus-per-worker=1 --gpucheck-worker-memory=2GiB -rs": Elsewhere(
-        "tests/test_own_suites.py::test_the_pytorch_sample_on_this_host_skips_then_fails_under_require_with_xdist",
+        "tests/test_own_suites.py::test_the_pytorch_sample_skips_then_fails_under_require_with_xdist",
         'sample("torch-require")',
     ),
     # docs/measured.md

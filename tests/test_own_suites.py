@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from conftest import build_fake_machine
 from gpucheck import marker, shared
 from gpucheck.diagnosis import Result, incomplete
 from gpucheck.marker import Gpu, Machine, MarkerError, Need, parse_need
@@ -298,13 +299,16 @@ if os.environ.get("SAMPLE_PROCESS_LOG"):
 TORCH_PROBE = "gpucheck.frameworks.torch.child:probe_torch"
 
 
-def test_the_pytorch_sample_on_this_host_skips_then_fails_under_require_with_xdist(
-    torch_python: Path, tmp_path: Path
+def test_the_pytorch_sample_skips_then_fails_under_require_with_xdist(
+    torch_python: Path, tmp_path: Path, fake_lib_cache: Path
 ) -> None:
-    """The PyTorch sample project (tests/torchproject) in a venv with the torch CPU wheel and no TensorFlow, on this
-    host (no GPU, no driver): its marked tests (``gpu(framework="torch")``, a bare ``gpu``, two GPUs), which ask for
-    ``torch_device`` and ``gpus``, are skipped with the root cause no-nvidia-gpu; with ``-n 2 --gpucheck-require``
-    they fail with it instead, their bodies never run, and the run still diagnoses once. The plain test passes."""
+    """The PyTorch sample project (tests/torchproject) in a venv with the torch CPU wheel and no TensorFlow. On this
+    host (no GPU, no driver) its marked tests (``gpu(framework="torch")``, a bare ``gpu``, two GPUs, and
+    ``gpu(framework=None)`` with ``torch_device``) are skipped with the root cause no-nvidia-gpu; with ``-n 2
+    --gpucheck-require`` they fail with it instead, their bodies never run, and the run still diagnoses once. On the
+    fake healthy H100 the driver sees the GPU, and the real torch CPU wheel is what keeps every one of them from it:
+    framework-cpu-only, the test marked for the driver's GPUs included, since its ``torch_device`` asks PyTorch for
+    them. The plain test passes everywhere."""
     project = tmp_path / "project"
     shutil.copytree(TORCH_SAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(SAMPLE / "tests" / "record.py", project / "tests" / "record.py")
@@ -313,28 +317,32 @@ def test_the_pytorch_sample_on_this_host_skips_then_fails_under_require_with_xdi
     (hooks / "sitecustomize.py").write_text(PROCESS_LOG)
     env = checkout_environment(tmp_path / "site", hooks)
 
-    def torch_sample(key: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]], dict[str, dict[str, Any]]]:
+    def torch_sample(
+        key: str, machine: dict[str, str] | None = None
+    ) -> tuple[subprocess.CompletedProcess[str], list[list[str]], dict[str, dict[str, Any]]]:
         records, log = tmp_path / f"records-{key}", tmp_path / f"processes-{key}.log"
-        records.mkdir()
+        records.mkdir(exist_ok=True)
+        log.unlink(missing_ok=True)
         argv = shlex.split(COMMANDS[key])
         done = subprocess.run(
             [str(torch_python), "-m", *argv], cwd=project, capture_output=True, text=True, timeout=300, check=False,
-            env={**env, "SAMPLE_RECORD": str(records), "SAMPLE_PROCESS_LOG": str(log)},
+            env={**env, **(machine or {}), "SAMPLE_RECORD": str(records), "SAMPLE_PROCESS_LOG": str(log)},
         )
         processes = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         seen = {p.stem: json.loads(p.read_text()) for p in records.glob("*.json")}
         return done, processes, seen
 
-    marked = ("test_matmul_on_the_gpu", "test_training_step", "test_data_parallel_step")
+    marked = ("test_matmul_on_the_gpu", "test_training_step", "test_data_parallel_step",
+              "test_the_driver_lists_a_gpu_for_torch")
     cause = "no usable GPU — no-nvidia-gpu: No NVIDIA GPU on this machine's PCI bus."
     # Plain: skipped with the cause, the plain test run; one diagnosis, which asked PyTorch alone.
     done, processes, seen = torch_sample("torch-plain")
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
-    assert "1 passed, 3 skipped" in out, out[-3000:]
+    assert "1 passed, 4 skipped" in out, out[-3000:]
     skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
-    assert len(skipped) == 3 and all(line.endswith(cause) for line in skipped), skipped
-    assert "3 marked test(s): 3 skipped" in out and "root cause: no-nvidia-gpu (hardware)" in out, out[-3000:]
+    assert len(skipped) == 4 and all(line.endswith(cause) for line in skipped), skipped
+    assert "4 marked test(s): 4 skipped" in out and "root cause: no-nvidia-gpu (hardware)" in out, out[-3000:]
     assert set(seen) == {"torch_unmarked-main"}, seen
     assert sum(TORCH_PROBE in p for p in processes) == 1, processes
     report = json.loads((project / "gpucheck-report.json").read_text())
@@ -344,16 +352,29 @@ def test_the_pytorch_sample_on_this_host_skips_then_fails_under_require_with_xdi
     done, processes, seen = torch_sample("torch-require")
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
-    assert "2 workers [4 items]" in out and "3 failed, 1 passed" in out, out[-4000:]
+    assert "2 workers [5 items]" in out and "4 failed, 1 passed" in out, out[-4000:]
     titles = re.findall(r"^_{3,} (\S+) _{3,}$", out, flags=re.M)
     assert sorted(titles) == sorted(marked), titles
-    assert out.count(f"--gpucheck-require: this machine cannot run this test: {cause}") == 3, out[-4000:]
-    # Three failures and the summary's root cause, whose remedy names the framework diagnosed.
-    assert out.count("remedy: Run on a machine with an NVIDIA GPU") == 4 and "PyTorch will run on the CPU here" in out
-    assert "3 marked test(s): 3 failed" in out, out[-3000:]
+    assert out.count(f"--gpucheck-require: this machine cannot run this test: {cause}") == 4, out[-4000:]
+    # Four failures and the summary's root cause, whose remedy names the framework diagnosed.
+    assert out.count("remedy: Run on a machine with an NVIDIA GPU") == 5 and "PyTorch will run on the CPU here" in out
+    assert "4 marked test(s): 4 failed" in out, out[-3000:]
     assert [k.split("-")[0] for k in seen] == ["torch_unmarked"] and seen[next(iter(seen))]["worker"] in ("gw0", "gw1")
     assert sum(TORCH_PROBE in p for p in processes) == 1, processes  # the run's one diagnosis, by one worker
     assert "gpus per worker: no GPU to share out: the workers see what this process sees" in out, out[-3000:]
+    # The fake healthy H100 (tests/scenarios/cuda/h100-80gb-healthy.json): the CPU wheel is the cause, with the wheel
+    # for the driver's CUDA 13.0; one diagnosis (the fake driver logs each cuInit).
+    cuinit = tmp_path / "cuinit.log"
+    h100 = build_fake_machine(scenario("cuda/h100-80gb-healthy.json"), tmp_path / "h100", fake_lib_cache)
+    done, processes, seen = torch_sample("torch-plain", {**h100, "GPUCHECK_FAKE_CUINIT_LOG": str(cuinit)})
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "1 passed, 4 skipped" in out, out[-4000:]
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    cpu_only = "no usable GPU — framework-cpu-only: PyTorch 2.13.0+cpu is a CPU-only build: it cannot use a GPU."
+    assert len(skipped) == 4 and all(line.endswith(cpu_only) for line in skipped), skipped
+    assert "--index-url https://download.pytorch.org/whl/cu130`" in out, out[-3000:]
+    assert set(seen) == {"torch_unmarked-main"}, seen
+    assert sum("probe_cuda_driver" in line for line in cuinit.read_text().splitlines()) == 1
 
 
 # --- in-process: the pure parts ----------------------------------------------------------------------------

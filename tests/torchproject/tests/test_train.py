@@ -38,6 +38,12 @@ def test_data_parallel_step(gpus):
     record("torch_two_gpus", gpus=[g.to_json() for g in gpus])
 
 
+@pytest.mark.gpu(framework=None)
+def test_the_driver_lists_a_gpu_for_torch(gpus, torch_device):
+    """Marked for the CUDA driver's GPUs; torch_device asks PyTorch for the same GPUs."""
+    record("torch_driver_level", gpus=[g.to_json() for g in gpus], device=str(torch_device))
+
+
 def test_batches_split_evenly():
     """A plain test: no marker, no GPU, no torch."""
     assert [len(b) for b in (list(range(10))[i:i + 4] for i in range(0, 10, 4))] == [4, 4, 2]

@@ -237,14 +237,21 @@ class Drift:
 
 
 def drift(hosts: Sequence[Host]) -> list[Drift]:
-    """What the hosts differ in (driver, CUDA, cuDNN, TensorFlow, GPU model), grouped by value: only where at least
-    two hosts report different values; a host that does not say is listed apart, never counted as a value."""
+    """What the hosts differ in (driver, CUDA, cuDNN, TensorFlow, GPU model, then each other framework's version:
+    PyTorch's), grouped by value: only where at least two hosts report different values; a host that does not say
+    is listed apart, never counted as a value."""
     out = []
-    for key, name in DRIFT_KEYS:
+    others: dict[str, str] = {}
+    for fw in (fw for h in hosts for fw in h.frameworks):
+        # TensorFlow's version is DRIFT_KEYS' own (from its facts); a framework is named as its first host names it.
+        if fw.get("name") and fw["name"] != "tensorflow" and fw["name"] not in dict(DRIFT_KEYS):
+            others.setdefault(str(fw["name"]), str(fw.get("title") or fw["name"]))
+    keys = [(key, name, False) for key, name in DRIFT_KEYS] + [(fw, title, True) for fw, title in others.items()]
+    for key, name, framework in keys:
         by: dict[str, list[str]] = {}
         unknown = []
         for h in hosts:
-            value = getattr(h, key)
+            value = _version_of(h, key) if framework else getattr(h, key)
             if value is None:
                 unknown.append(h.host)
             else:
@@ -253,6 +260,11 @@ def drift(hosts: Sequence[Host]) -> list[Drift]:
             values = sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))
             out.append(Drift(key, name, values, unknown))
     return out
+
+
+def _version_of(host: Host, framework: str | None) -> str | None:
+    """The version of ``framework`` a host's run diagnosed, None where it did not diagnose it or it did not import."""
+    return next((fw.get("version") for fw in host.frameworks if fw.get("name") == framework), None)
 
 
 def drift_lines(hosts: Sequence[Host]) -> list[str]:

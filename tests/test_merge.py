@@ -159,8 +159,11 @@ def test_merge_names_each_hosts_frameworks_with_their_verdicts(
     assert list(tensorflow["frameworks"]) == ["tensorflow"], tensorflow["frameworks"]
     edited = json.loads(json.dumps(tensorflow))
     edited["frameworks"]["tensorflow"]["title"] = "Tensor\x1b[31mFlow"
+    newer = json.loads(json.dumps(torch_report))  # the same host a release of torch later, for the version drift
+    newer["frameworks"]["torch"]["version"] = "2.14.1+cu130"
     hosts = [
         host_report(torch_report, "torch-node", tmp_path / "torch-node.json"),
+        host_report(newer, "newer-node", tmp_path / "newer-node.json"),
         host_report(tensorflow, "tf-node", tmp_path / "tf-node.json"),
         host_report(edited, "edited-node", tmp_path / "edited-node.json"),
     ]
@@ -171,6 +174,10 @@ def test_merge_names_each_hosts_frameworks_with_their_verdicts(
     assert f"TensorFlow {tf_version}: not-accelerated (no-nvidia-gpu)" in rows["tf-node"], merged.stdout
     assert f"Tensor\\x1b[31mFlow {tf_version}: not-accelerated" in rows["edited-node"], merged.stdout
     assert "\x1b" not in merged.stdout
+    # Each framework's version drift, TensorFlow's from its facts as before, PyTorch's from the frameworks.
+    lines = merged.stdout.splitlines()
+    assert "  PyTorch: 2.13.0+cpu on torch-node; 2.14.1+cu130 on newer-node (not known on tf-node, edited-node)" in lines
+    assert not any(line.startswith("  TensorFlow:") for line in lines), merged.stdout
     fleet = {h["host"]: h for h in json.loads(fleet_json.read_text())["hosts"]}
     assert fleet["torch-node"]["frameworks"] == [
         {"name": "torch", "title": "PyTorch", "version": "2.13.0+cpu", "verdict": "not-accelerated", "root_cause": "no-nvidia-gpu"}

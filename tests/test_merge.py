@@ -182,3 +182,17 @@ def test_merge_names_each_hosts_frameworks_with_their_verdicts(
     assert fleet["torch-node"]["frameworks"] == [
         {"name": "torch", "title": "PyTorch", "version": "2.13.0+cpu", "verdict": "not-accelerated", "root_cause": "no-nvidia-gpu"}
     ]
+
+
+def test_real_gpu_machines_reports_from_before_and_after_the_frameworks() -> None:
+    """The reports of `gpucheck doctor --framework=none --json` on real GPU machines (docs/gpu-runs; docs/measured.md):
+    the H100's was written before reports had ``frameworks``, the H200's after, with none diagnosed. Both are read, and
+    their frameworks cell says that none was diagnosed."""
+    from gpucheck import merge
+
+    runs = Path(__file__).resolve().parent.parent / "docs" / "gpu-runs"
+    h100 = merge.read(str(runs / "h100-80gb-2026-11-27" / "doctor.json"))
+    h200 = merge.read(str(runs / "h200-2026-11-27" / "doctor.json"))
+    assert h100.gpu_model == "NVIDIA H100 80GB HBM3" and h100.verdict == "accelerated", h100
+    assert h200.gpu_model is not None and "H200" in h200.gpu_model, h200
+    assert h100.frameworks == [] and h200.frameworks == [] and merge.frameworks_text(h100.frameworks) == "-"

@@ -102,7 +102,7 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     ),
     # docs/measured.md
     "bash tools/gpu-acceptance.sh --no-install --archive gpu-acceptance.tgz gpu-acceptance":
-        Elsewhere("tests/test_gpu_acceptance.py::acceptance", '"--no-install", "--archive"'),
+        Elsewhere("tests/test_gpu_acceptance.py::acceptance", '"--no-install", "--bench-max-time", "0.1", "--archive"'),
     "bash tools/gpu-acceptance.sh gpu-acceptance":
         Cannot("a fresh venv with TensorFlow's CUDA wheels (about 3 GB from PyPI), for a GPU machine with network; "
                "tests/test_gpu_acceptance.py runs the same script with --no-install"),

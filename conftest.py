@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpucheck.report import report_schema
-from tests import fakelibs
+from tests import fakelibs, pyenvs
 
 if TYPE_CHECKING:
     import jsonschema
@@ -297,12 +297,27 @@ def gpucheck_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     return SharedRuns(folder / "shared-runs", folder / FAKE_LIB_CACHE)
 
 
+@pytest.fixture(scope="session")
+def torch_python() -> Path:
+    """The interpreter of a venv with the torch CPU wheel and gpucheck's requirements, without TensorFlow, made once
+    per cache (``tests/pyenvs.py``)."""
+    return pyenvs.cached_venv("torch", (pyenvs.TORCH,))
+
+
+@pytest.fixture(scope="session")
+def torch_tf_python() -> Path:
+    """The interpreter of a venv with both the torch CPU wheel and TensorFlow (the benchmark run's time to verdict with
+    both installed), made once per cache (``tests/pyenvs.py``)."""
+    return pyenvs.cached_venv("torch-tf", (pyenvs.TORCH, pyenvs.TENSORFLOW))
+
+
 # --- the inner loop: `pytest tests -m "not slow"` -------------------------------------------------------------
 
 #: A test that asks for one of these starts a pytest session, a fake machine's processes or a benchmark: it is
 #: marked ``slow``. What is left is the inner loop (docs/ARCHITECTURE.md, "Tests"): pure functions and in-process
 #: readings of every unit.
-SLOW_FIXTURES = frozenset({"pytester", "run_gpucheck", "gpucheck_shared", "fake_machine", "fake_lib_cache", "benchmark"})
+SLOW_FIXTURES = frozenset({"pytester", "run_gpucheck", "gpucheck_shared", "fake_machine", "fake_lib_cache", "benchmark",
+                           "torch_python", "torch_tf_python"})
 
 #: Tests that start TensorFlow, a command or a browser without asking for one of those fixtures, by node id
 #: prefix (a file, a test, or a parametrized test's name), each with why.

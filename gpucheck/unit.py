@@ -154,3 +154,6 @@ class Framework:
     #: Bound the memory of each GPU it lists in this process to so many MiB (--gpucheck-worker-memory, for the suite's
     #: fixtures), before it sets them up; returns what it could not bound, each a sentence. None: it cannot.
     bound_memory: Callable[[int], list[str]] | None = None
+    #: The benchmarks of the performance unit's plan its ``after`` probe measures, where it measures
+    #: (``gpucheck.performance.plan.measured``: kinds, or ``kind:variant``); None: every one.
+    benchmarks: tuple[str, ...] | None = None

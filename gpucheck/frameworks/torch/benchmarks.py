@@ -22,6 +22,7 @@ import math
 import multiprocessing
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -119,12 +120,16 @@ class _Bench:
         if any(torch_device(d) != "cpu" for d in spec.devices):
             self.torch.cuda.empty_cache()
 
-    def _sync(self, device: str) -> Callable[[Any], None]:
-        """Wait for the device once: its stream on a GPU; nothing on the CPU."""
-        if device == "cpu":
-            return lambda _result: None
+    def _sync(self, *devices: str) -> Callable[[Any], None]:
+        """Wait for the devices once: each GPU's streams (a copy between GPUs: both); nothing on the CPU."""
+        gpus = [d for d in dict.fromkeys(devices) if d != "cpu"]
         synchronize = self.torch.cuda.synchronize
-        return lambda _result: synchronize(device)
+
+        def wait(_result: Any) -> None:
+            for gpu in gpus:
+                synchronize(gpu)
+
+        return wait
 
     def _random(self, shape: tuple[int, ...], dtype: str, device: str, scale: float = 1.0) -> Any:
         torch = self.torch
@@ -195,7 +200,7 @@ class _Bench:
 
             return transfers
 
-        iterations, rounds = timed(work, self._sync(dev))
+        iterations, rounds = timed(work, self._sync(dev, dst_dev))
         extra: dict[str, Any] = {"bytes": nbytes, "pinned": variant == "h2d-pinned"}
         extra.update(timing.bandwidth(nbytes, iterations, rounds))
         if variant == "d2d":
@@ -272,8 +277,9 @@ class _Bench:
             ]
             for p in procs:
                 p.start()
+            deadline = time.monotonic() + (self.budget or 0.0)
             for p in procs:
-                p.join(self.budget)
+                p.join(max(0.0, deadline - time.monotonic()) if self.budget else None)
             for p in procs:
                 if p.is_alive():
                     p.kill()

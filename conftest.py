@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpucheck.report import report_schema
-from tests import fakelibs
+from tests import fakelibs, pyenvs
 
 if TYPE_CHECKING:
     import jsonschema
 
 
-#: Projects of their own, run through their own command line (tests/sampleproject by tests/test_own_suites.py,
-#: tests/neighbours by tests/test_neighbours.py), never collected here: not even their conftest.py, which pytest
+#: Projects of their own, run through their own command line (tests/sampleproject and tests/torchproject by
+#: tests/test_own_suites.py, tests/neighbours by tests/test_neighbours.py), never collected here: not even their conftest.py, which pytest
 #: would otherwise import as the module ``conftest`` in place of this one (``from conftest import ...`` then fails).
-collect_ignore = ["tests/sampleproject", "tests/neighbours"]
+collect_ignore = ["tests/sampleproject", "tests/torchproject", "tests/neighbours"]
 
 
 #: The repository: the rootdir of this suite's own runs. A `pytest --gpucheck` run elsewhere loads this conftest
@@ -299,11 +299,16 @@ def gpucheck_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 
 @pytest.fixture(scope="session")
 def torch_python() -> Path:
-    """The interpreter of a venv with the torch CPU wheel and no TensorFlow, made once per cache
-    (tests/torchenv.py): where the suite runs real PyTorch."""
-    from tests.torchenv import torch_python as made
+    """The interpreter of a venv with the torch CPU wheel and gpucheck's requirements (and pytest-xdist), without
+    TensorFlow, made once per cache (``tests/pyenvs.py``): where the suite runs real PyTorch."""
+    return pyenvs.torch_python()
 
-    return made()
+
+@pytest.fixture(scope="session")
+def torch_tf_python() -> Path:
+    """The interpreter of a venv with both the torch CPU wheel and TensorFlow (the benchmark run's time to verdict with
+    both installed), made once per cache (``tests/pyenvs.py``)."""
+    return pyenvs.torch_tf_python()
 
 
 # --- the inner loop: `pytest tests -m "not slow"` -------------------------------------------------------------
@@ -311,9 +316,8 @@ def torch_python() -> Path:
 #: A test that asks for one of these starts a pytest session, a fake machine's processes or a benchmark: it is
 #: marked ``slow``. What is left is the inner loop (docs/ARCHITECTURE.md, "Tests"): pure functions and in-process
 #: readings of every unit.
-SLOW_FIXTURES = frozenset(
-    {"pytester", "run_gpucheck", "gpucheck_shared", "fake_machine", "fake_lib_cache", "benchmark", "torch_python"}
-)
+SLOW_FIXTURES = frozenset({"pytester", "run_gpucheck", "gpucheck_shared", "fake_machine", "fake_lib_cache", "benchmark",
+                           "torch_python", "torch_tf_python"})
 
 #: Tests that start TensorFlow, a command or a browser without asking for one of those fixtures, by node id
 #: prefix (a file, a test, or a parametrized test's name), each with why.
@@ -368,6 +372,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(optionalhook=True)  # a run with -p no:xdist (and a `pytest --gpucheck` loading this file) has no such hook
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` (the README's test command): one worker more than the cores this session may use. Many tests wait
     on something other than this machine's CPU (a probe's time limit, a FIFO no one writes to, TensorFlow's

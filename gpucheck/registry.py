@@ -130,9 +130,16 @@ def probes(settings: Settings) -> tuple[ChildProbe, ...]:
 
 
 def measured_after(settings: Settings) -> tuple[ChildProbe, ...]:
-    """The probes that run after the diagnosis, for the layers this run checks."""
+    """The probes that run after the diagnosis, for the layers this run checks: of a framework's, only the measuring
+    framework's (``measuring_framework``): with TensorFlow and PyTorch asked, one benchmark process times the
+    machine, and one facts field holds what it measured."""
     on = checked(settings)
-    return tuple(p for unit in UNITS if _asked(unit, settings) for p in unit.after if p.layer in on)
+    return tuple(
+        p
+        for unit in UNITS
+        for p in unit.after
+        if p.layer in on and framework_of(unit) in (None, measuring_framework(settings, p.layer))
+    )
 
 
 def in_process(settings: Settings) -> tuple[InProcess, ...]:
@@ -171,9 +178,11 @@ def with_views(facts: Facts, settings: Settings) -> Facts:
 
 def measuring_framework(settings: Settings, layer: str) -> str | None:
     """The framework that measures a layer of no framework's own for this run (the performance layer's benchmarks,
-    the cluster's collective): the first one asked whose units register a probe or a step of that layer. Its
-    questions there are scoped to it, so another framework's blocker does not block them. None for a layer every run
-    checks (the lower stack's questions are no framework's)."""
+    the cluster's collective): the first one asked whose units register a probe or a step of that layer, in the order
+    of ``FRAMEWORKS`` (the built-in ones as ``gpucheck.frameworks.BUILT_IN`` lists them: TensorFlow, then PyTorch; so
+    with both asked TensorFlow measures, and ``--gpucheck-framework=torch`` has PyTorch measure). Its questions there
+    are scoped to it, so another framework's blocker does not block them. None for a layer every run checks (the lower
+    stack's questions are no framework's)."""
     if layer not in by_name() or by_name()[layer].asked is None:
         return None
     for fw in FRAMEWORKS:

@@ -157,3 +157,6 @@ class Framework:
     #: The file of the patterns ``gpucheck explain`` reads its logs with (``gpucheck.logs.Table``), relative to the
     #: gpucheck package (``data/log_patterns.json``, ``frameworks/torch/log_patterns.json``) or absolute; None: none.
     log_patterns: str | None = None
+    #: The benchmarks of the performance unit's plan its ``after`` probe measures, where it measures
+    #: (``gpucheck.performance.plan.measured``: kinds, or ``kind:variant``); None: every one.
+    benchmarks: tuple[str, ...] | None = None

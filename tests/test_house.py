@@ -82,6 +82,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.torch.child": 2,
     "gpucheck.frameworks.torch.process": 2,
     "gpucheck.frameworks.torch.rules": 2,
+    "gpucheck.frameworks.torch.benchmarks": 3,
     "gpucheck.frameworks.torch.checks_torch": 8,
     # 4: the registry of units
     "gpucheck.registry": 4,
@@ -125,10 +126,12 @@ FRAMEWORK_UNITS = tuple(
 )
 UNIT_PACKAGES = ("gpucheck.performance", "gpucheck.cluster", "gpucheck.records", *FRAMEWORK_UNITS)
 #: What a framework unit may import of the units it measures for: their contracts with whoever measures (the
-#: facts it fills, the plan it is handed, the cluster configuration it runs), never their rules or rendering.
+#: facts it fills, the plan it is handed, how it times, the cluster configuration it runs), never their rules or
+#: rendering.
 CONTRACTS = (
     "gpucheck.performance.facts",
     "gpucheck.performance.plan",
+    "gpucheck.performance.timing",
     "gpucheck.cluster.config",
     "gpucheck.cluster.facts",
     "gpucheck.cluster.collective",
@@ -456,8 +459,13 @@ def test_every_probe_target_the_units_name_loads() -> None:
 
 
 def test_every_benchmark_kind_has_its_method() -> None:
-    """The benchmark child's table of methods covers every kind the plan can name, and nothing else."""
+    """Each framework's benchmark child has a method for every kind its unit says it measures (TensorFlow: every kind
+    the plan can name), and nothing else."""
     from gpucheck.frameworks.tensorflow import benchmarks as probe
+    from gpucheck.frameworks.torch import benchmarks as torch_probe
     from gpucheck.performance import plan
 
     assert set(probe.KIND_METHODS) == set(plan.KINDS)
+    torch = registry.framework_named("torch")
+    assert torch is not None and torch.benchmarks is not None
+    assert set(torch_probe.KIND_METHODS) == {b.split(":")[0] for b in torch.benchmarks} < set(plan.KINDS)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun, SharedRuns, make_fake_machine
+from tests.pyenvs import checkout_environment
 from tests.test_plugin import driverless_gpucheck_run
-from tests.torchenv import checkout_environment
 
 SCENARIOS = Path(__file__).parent / "scenarios" / "nvml"
 

@@ -39,7 +39,7 @@ from gpucheck import marker, shared
 from gpucheck.diagnosis import Result, incomplete
 from gpucheck.marker import Gpu, Machine, MarkerError, Need, parse_need
 from gpucheck.model import Severity, finding
-from tests.torchenv import checkout_environment
+from tests.pyenvs import checkout_environment
 
 HERE = Path(__file__).resolve().parent
 SAMPLE = HERE / "sampleproject"

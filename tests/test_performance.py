@@ -193,6 +193,31 @@ def test_the_plan_by_gpu_count() -> None:
     assert benchplan.from_env("not json") == [] and benchplan.from_env('[{"kind": "rm -rf"}]') == []
 
 
+def test_one_framework_measures_and_its_plan_is_what_its_child_measures() -> None:
+    """Issue 36: with TensorFlow and PyTorch both asked, one benchmark process times the machine, TensorFlow's (the
+    first of the registry's frameworks); asked alone, PyTorch's, whose plan holds only the benchmarks its unit says its
+    child measures (no soft-placement fallback, no towers, launch latency eagerly), under the same names."""
+    from gpucheck import registry
+    from gpucheck.settings import Settings
+
+    def after(framework: str) -> list[str]:
+        settings = Settings(framework=framework, benchmarks=True)
+        return [p.target for p in registry.measured_after(settings)]
+
+    both = Settings(framework="tensorflow,torch", benchmarks=True)
+    assert registry.measuring_framework(both, "performance") == "tensorflow"
+    assert after("tensorflow,torch") == after("tensorflow") == ["gpucheck.frameworks.tensorflow.benchmarks:probe_performance"]
+    assert after("torch") == ["gpucheck.frameworks.torch.benchmarks:probe_performance"]
+    assert after("none") == []
+    torch = registry.framework_named("torch")
+    assert torch is not None
+    names = {s.name for s in benchplan.plan([(9, 0), (9, 0)], True, torch.benchmarks)}
+    assert {s.name for s in benchplan.plan([(9, 0), (9, 0)])} > names
+    assert {"test_matmul[GPU:1-tf32]", "test_copy[GPU:0-h2d-pinned]", "test_copy[GPU:0-GPU:1]", "test_conv[CPU:0-bfloat16]",
+            "test_launch[GPU:0-eager]", "test_allreduce[CPU-x4]", "test_allreduce[GPU-x2]"} <= names
+    assert not {n for n in names if n.startswith(("test_matpow", "test_scaling")) or n.endswith("-function]")}
+
+
 def _run(name: str, devices: int, rate: float) -> BenchmarkRun:
     kind, param = name.removeprefix("test_").rstrip("]").split("[")
     return BenchmarkRun(name, kind, param, tuple(f"/GPU:{i}" for i in range(devices)), True, 1, (0.1,) * 5,

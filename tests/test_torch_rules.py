@@ -46,7 +46,7 @@ from gpucheck.frameworks.torch.rules.framework import framework_rules
 from gpucheck.frameworks.torch.view import cudnn_text
 from gpucheck.model import Finding
 from gpucheck.settings import Settings, resolve
-from tests.factsbuild import make_facts
+from tests.factsbuild import make_facts, replace_facts
 
 TORCH = Settings(framework="torch")
 OK_EXIT = ChildExit("ok", 0, None, 2.2, (), "write facts", None)
@@ -324,3 +324,26 @@ def test_the_libraries_read_from_the_maps(tmp_path: Path) -> None:
         "/usr/local/cuda-12.1/lib64/libnvJitLink.so.12",
     )
     assert loaded_libraries(str(tmp_path / "absent")) == ()
+
+
+def test_pytorchs_benchmarks_are_judged_on_the_gpu_torch_lists() -> None:
+    """Issue 36 point 4: where PyTorch measured (its facts say so), the plan's GPU:0 is torch's cuda:0, judged against
+    that GPU's model (the H100 of ``machine``: 989.4 dense bfloat16 TFLOP/s), and a benchmark that raised names
+    PyTorch, in a run that diagnoses TensorFlow too."""
+    from gpucheck.performance import rules as perf
+    from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts
+
+    both = Settings(framework="tensorflow,torch", benchmarks=True)
+    slow = BenchmarkRun("test_matmul[GPU:0-bfloat16]", "matmul", "GPU:0-bfloat16", ("/GPU:0",), True, 8, (0.1,) * 5,
+                        {"dtype": "bfloat16", "tflops": 200.0, "device": "cuda:0"})
+    # The error torch's child reported on this host while its all-reduce read only rank 0's file (2026-11-28).
+    failed = BenchmarkRun("test_allreduce[CPU-x2]", "allreduce", "CPU-x2", ("/CPU:0", "/CPU:1"), False,
+                          error="RuntimeError: the gloo processes ended without a result (exit codes [0, 0])")
+    pf = PerformanceFacts(None, ("cpu", "cuda:0"), (slow, failed), None, True, (slow.name, failed.name), "torch",
+                          "2.14.1+cu130")
+    facts = replace_facts(machine(cuda_build()), both, performance=ProbeOutcome("performance", OK_EXIT, pf))
+    expected = perf.expectation(facts, slow)
+    assert expected is not None and expected.model == "H100 SXM5 80GB" and expected.expected == pytest.approx(989.4)
+    found = {f.id: f for f in perf.performance_rules(facts, both)}
+    assert found["gpu-underperforming"].subject == "GPU-0", found["gpu-underperforming"]
+    assert found["benchmark-failed"].cause.startswith("PyTorch raised while running it on CPU:0, CPU:1")

@@ -1,11 +1,13 @@
-"""The performance layer (``--gpucheck-benchmarks``): how well TensorFlow uses each device, as
+"""The performance layer (``--gpucheck-benchmarks``): how well the measuring framework uses each device, as
 pytest-benchmark benchmarks. One item per benchmark of the plan (``gpucheck.performance.plan``), named
 after its device and what varies (``test_matmul[GPU:0-bfloat16]``, ``test_scaling[towers-CPU-x2]``).
 
-The timed work runs in a TensorFlow process of its own after the diagnosis (``plugin.BenchmarkPlugin``); each item
+The timed work runs in a process of the measuring framework's own (TensorFlow's, or PyTorch's:
+``gpucheck.registry.measuring_framework``) after the diagnosis (``plugin.BenchmarkPlugin``); each item
 hands its real per-round times to pytest-benchmark's fixture, its figures in ``extra_info``, and fails when
 a GPU reaches far less than its model is built for (``gpu-underperforming``), when training scales poorly
-over physical GPUs (``scaling-inefficient``), or when the benchmark could not be measured.
+over physical GPUs (``scaling-inefficient``), or when the benchmark could not be measured. A kind of benchmark the
+measuring framework does not measure is one skipped item that says so.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     plugin = next((p for p in metafunc.config.pluginmanager.get_plugins() if isinstance(p, BenchmarkPlugin)), None)
     kind = metafunc.function.__name__.removeprefix("test_")
     specs = [s for s in plugin.plan() if s.kind == kind] if plugin is not None else []
+    if plugin is not None and not specs and (why := plugin.not_measured(kind)) is not None:
+        metafunc.parametrize("spec", [pytest.param(None, id="not-measured", marks=pytest.mark.skip(reason=why))])
+        return
     metafunc.parametrize("spec", specs, ids=[s.param for s in specs])
 
 
@@ -49,17 +54,18 @@ def test_copy(gpucheck_measured: Measured, benchmark: Any, spec: Spec) -> None:
 
 
 def test_conv(gpucheck_measured: Measured, benchmark: Any, spec: Spec) -> None:
-    """cuDNN convolution throughput: a ResNet-like 3×3 convolution, NHWC."""
+    """cuDNN convolution throughput: a ResNet-like 3×3 convolution (NHWC in TensorFlow, NCHW in PyTorch)."""
     gpucheck_measured.record(benchmark)
 
 
 def test_launch(gpucheck_measured: Measured, benchmark: Any, spec: Spec) -> None:
-    """Kernel-launch latency: a tiny op in a loop, eagerly and inside a tf.function."""
+    """Kernel-launch latency: a tiny op in a loop, eagerly (and inside a tf.function in TensorFlow)."""
     gpucheck_measured.record(benchmark)
 
 
 def test_allreduce(gpucheck_measured: Measured, benchmark: Any, spec: Spec) -> None:
-    """All-reduce across the local devices (MirroredStrategy; NCCL on GPUs): algorithm and bus bandwidth."""
+    """All-reduce across the local devices (TensorFlow's MirroredStrategy; torch.distributed across processes, gloo on
+    the CPU; NCCL on GPUs): algorithm and bus bandwidth."""
     gpucheck_measured.record(benchmark)
 
 

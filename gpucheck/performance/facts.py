@@ -1,4 +1,5 @@
-"""The performance unit's facts: what the benchmark process measured (after the diagnosis)."""
+"""The performance unit's facts: what the benchmark process of the measuring framework measured (after the
+diagnosis)."""
 
 from __future__ import annotations
 
@@ -35,16 +36,22 @@ class BenchmarkRun:
 
 @dataclass(frozen=True)
 class PerformanceFacts:
+    #: TensorFlow's version where TensorFlow measured (the field of the reports written before PyTorch measured).
     tensorflow: str | None
-    #: TensorFlow's logical devices in the benchmark process (the CPU split into logical devices).
+    #: The devices of the benchmark process: TensorFlow's logical devices (the CPU split into logical devices),
+    #: torch's (``cpu``, ``cuda:N``).
     devices: tuple[str, ...]
     benchmarks: tuple[BenchmarkRun, ...]
-    #: What kept the benchmarks from starting (TensorFlow not importable, the devices not set up).
+    #: What kept the benchmarks from starting (the framework not importable, the devices not set up).
     setup_error: str | None = None
     #: Whether every benchmark of the plan was attempted (False when the child was stopped partway).
     finished: bool = False
     #: The names of the benchmarks the plan asked for.
     planned: tuple[str, ...] = ()
+    #: The framework whose benchmark process measured (its name in --gpucheck-framework) and its version; None in
+    #: reports written before PyTorch measured (TensorFlow's, then).
+    framework: str | None = None
+    version: str | None = None
 
 
 def outcome(facts: Facts) -> ProbeOutcome[PerformanceFacts] | None:

@@ -1,8 +1,11 @@
 """What the performance layer measures on a machine: one :class:`Spec` per benchmark, a pure function of
-the devices TensorFlow lists. The parent names its pytest items after it (``test_matmul[GPU:0-bfloat16]``)
-and hands it to the benchmark child (``gpucheck.frameworks.tensorflow.benchmarks``), which measures each one.
+the GPUs the measuring framework lists (``gpucheck.registry.measuring_framework``) and of the benchmarks its child
+measures (``gpucheck.unit.Framework.benchmarks``). The parent names its pytest items after it
+(``test_matmul[GPU:0-bfloat16]``) and hands it to that framework's benchmark child (TensorFlow's
+``gpucheck.frameworks.tensorflow.benchmarks``, PyTorch's ``gpucheck.frameworks.torch.benchmarks``), which measures
+each one. Devices are named the same for every framework: ``/CPU:k``, ``/GPU:i`` (the i-th GPU the framework lists).
 
-Standard library only: the parent imports it without TensorFlow.
+Standard library only: the parent imports it without any framework.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ KINDS = ("matmul", "matpow", "matpow_fallback", "copy", "conv", "launch", "allre
 
 @dataclass(frozen=True)
 class Spec:
-    """One benchmark: the test function it belongs to (``kind``), its parameter id, the TensorFlow devices
-    it runs on, and what varies (dtype, copy direction, eager or function, towers or MirroredStrategy)."""
+    """One benchmark: the test function it belongs to (``kind``), its parameter id, the devices it runs on
+    (``/CPU:k``, ``/GPU:i``), and what varies (dtype, copy direction, eager or function, towers or MirroredStrategy)."""
 
     kind: str
     param: str
@@ -78,10 +81,21 @@ def _counts(n: int) -> list[int]:
     return [*out, n]
 
 
-def plan(gpus: list[tuple[int, int] | None], nccl: bool = True) -> list[Spec]:
-    """The benchmarks for a machine whose TensorFlow lists ``len(gpus)`` GPUs (their compute
+def plan(gpus: list[tuple[int, int] | None], nccl: bool = True, measures: tuple[str, ...] | None = None) -> list[Spec]:
+    """The benchmarks for a machine whose measuring framework lists ``len(gpus)`` GPUs (their compute
     capabilities, None where unknown): the CPU always, each GPU, and the multi-device ones. Without NCCL
-    (``nccl``: the loader finds libnccl.so.2) GPUs reduce by copies, as MirroredStrategy can."""
+    (``nccl``: the loader finds libnccl.so.2) GPUs reduce by copies, as MirroredStrategy can. ``measures``: the
+    benchmarks the framework's child measures (:func:`measured`); None, every one."""
+    return [s for s in _plan(gpus, nccl) if measured(s, measures)]
+
+
+def measured(spec: Spec, measures: tuple[str, ...] | None) -> bool:
+    """Whether a framework whose child measures ``measures`` (kinds, ``"matmul"``, or a kind's variant,
+    ``"launch:eager"``; None: every benchmark) measures ``spec``."""
+    return measures is None or spec.kind in measures or f"{spec.kind}:{spec.variant}" in measures
+
+
+def _plan(gpus: list[tuple[int, int] | None], nccl: bool) -> list[Spec]:
     gpu_reduction = "nccl" if nccl else "hierarchical-copy"
     cpu = "/CPU:0"
     gpu = [f"/GPU:{i}" for i in range(len(gpus))]

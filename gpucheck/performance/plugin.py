@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpucheck import registry
 from gpucheck.blocking import FRAMEWORK_BROKEN, Question, decide
 from gpucheck.diagnosis import Result
 from gpucheck.layers import by_name
@@ -27,8 +28,8 @@ TESTED_PYTEST_BENCHMARK = ("4", "5")
 
 
 def benchmark_question(result: Result, spec: benchplan.Spec) -> Question:
-    """What a benchmark asks. On the CPU only TensorFlow itself must work: a machine without a GPU still gets
-    its CPU figures (the fallback benchmark asks for a GPU that does not exist and runs on the CPU). On a
+    """What a benchmark asks. On the CPU only the measuring framework itself must work: a machine without a GPU still
+    gets its CPU figures (the fallback benchmark asks for a GPU that does not exist and runs on the CPU). On a
     GPU: what the performance layer needs (of placement only what keeps ops off the GPU), about that GPU."""
     ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
     on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
@@ -56,11 +57,15 @@ def companions(selected: list[benchplan.Spec], plan: list[benchplan.Spec]) -> li
 class Measured(Answer):
     """What a benchmark check is handed: its decision, and the run the benchmark process measured."""
 
-    def __init__(self, decision: Any, spec: benchplan.Spec, run: BenchmarkRun | None, extra: dict[str, Any]) -> None:
+    def __init__(
+        self, decision: Any, spec: benchplan.Spec, run: BenchmarkRun | None, extra: dict[str, Any], title: str
+    ) -> None:
         super().__init__(decision)
         self.spec = spec
         self.run = run
         self.extra = extra
+        #: The measuring framework, as people write it.
+        self.title = title
 
     def record(self, benchmark: Any) -> None:
         """Hand pytest-benchmark the per-round times measured in the benchmark process, as its fixture
@@ -80,7 +85,7 @@ class Measured(Answer):
                         pytrace=False,
                     )
                 benchmark.group = self.spec.group
-                benchmark._mode = "gpucheck (measured in its TensorFlow process)"
+                benchmark._mode = f"gpucheck (measured in its {self.title} process)"
                 stats = make_stats(run.iterations)
                 for seconds in run.rounds:
                     stats.update(seconds)
@@ -96,19 +101,33 @@ class BenchmarkPlugin:
         self._selected: list[benchplan.Spec] = []
         self._measured = False
 
+    def measuring(self) -> str | None:
+        """The framework whose benchmark process measures this run (``registry.measuring_framework``)."""
+        return registry.measuring_framework(self.session.settings, "performance")
+
+    def not_measured(self, kind: str) -> str | None:
+        """Why the plan has no benchmark of ``kind``: the measuring framework's child does not measure it."""
+        framework = registry.framework_named(self.measuring() or "")
+        if framework is None or framework.benchmarks is None or kind in {b.split(":")[0] for b in framework.benchmarks}:
+            return None
+        return f"not measured: {framework.title}'s benchmarks do not include {kind}"
+
     def plan(self) -> list[benchplan.Spec]:
-        """The benchmarks for the devices the framework listed in the diagnosis (the CPU always)."""
+        """The benchmarks the measuring framework measures, for the devices it listed in the diagnosis (the CPU
+        always)."""
         if self._plan is None:
             facts = self.session.result().facts
-            view = next(iter(facts.frameworks.values()), None) if facts is not None else None
+            name = self.measuring()
+            view = facts.frameworks.get(name) if facts is not None and name is not None else None
+            framework = registry.framework_named(name) if name is not None else None
             gpus = [g.capability for g in (view.gpus if view is not None else ())]
             nccl = view is None or view.collectives is not False
-            self._plan = benchplan.plan(gpus, nccl=nccl)
+            self._plan = benchplan.plan(gpus, nccl, framework.benchmarks if framework is not None else None)
         return self._plan
 
     def measured(self) -> Result:
-        """The result with the benchmarks measured (the first time: they run now, in a TensorFlow process of
-        their own, each bounded by --gpucheck-timeout)."""
+        """The result with the benchmarks measured (the first time: they run now, in a process of the measuring
+        framework's own, each bounded by --gpucheck-timeout)."""
         result = self.session.result()
         if not self._measured:
             self._measured = True
@@ -148,7 +167,7 @@ class BenchmarkPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Skipped as blocked when what it needs is broken (a GPU benchmark needs the GPU stack; a CPU one only
-        TensorFlow), else judged on what the benchmark process measured."""
+        the measuring framework), else judged on what the benchmark process measured."""
         spec = _spec(item)
         if spec is None:
             return
@@ -179,7 +198,8 @@ class BenchmarkPlugin:
                 extra.update(
                     expected=exp.expected, share_of_expected=exp.share, expected_model=exp.model, expected_basis=exp.basis
                 )
-        return Measured(decision, spec, run, extra)
+        framework = registry.framework_named(self.measuring() or "")
+        return Measured(decision, spec, run, extra, framework.title if framework is not None else "framework's")
 
 
 def _spec(item: pytest.Item) -> benchplan.Spec | None:

@@ -1,9 +1,11 @@
-"""Rules of the performance layer: figures the benchmarks measured (``gpucheck.frameworks.tensorflow.benchmarks``)
-against what the GPU model can do (``data/gpu_performance.json``), and multi-GPU scaling.
+"""Rules of the performance layer: figures the measuring framework's benchmarks measured (TensorFlow's
+``gpucheck.frameworks.tensorflow.benchmarks``, PyTorch's ``gpucheck.frameworks.torch.benchmarks``) against what the
+GPU model can do (``data/gpu_performance.json``), and multi-GPU scaling.
 
 - ``gpu-underperforming``: a GPU's matmul TFLOP/s for a dtype or its device-memory copy bandwidth (against
   its memory bandwidth) below ``--gpucheck-min-share`` of the expected figure. Host↔device copies are shown
-  beside their model's PCIe link, not judged: TensorFlow cannot time a bare pinned copy;
+  beside their model's PCIe link, not judged: TensorFlow cannot time a bare pinned copy (PyTorch's pinned copy is
+  bare, judged the same way, so that the two frameworks' figures mean the same);
 - ``scaling-inefficient``: training on n ≥ 2 physical GPUs keeps less than ``--gpucheck-min-scaling`` of
   linear speed-up, where one GPU's step is long enough to be the GPU's work (not launch-bound). Logical
   CPU devices share the CPU's cores: their figures are reported, never judged;
@@ -62,16 +64,26 @@ def gpu_index_of(devices: tuple[str, ...], physical: bool = True) -> int | None:
 
 
 def _measured_by(facts: Facts) -> FrameworkView | None:
-    """The framework whose benchmarks these are: the first diagnosed (the one that registers the benchmarks)."""
+    """The framework whose benchmarks these are: the one their facts name, else (a report written before PyTorch
+    measured) the first diagnosed."""
+    pf = performance(facts)
+    if pf is not None and pf.framework is not None:
+        return facts.frameworks.get(pf.framework)
     return next(iter(facts.frameworks.values()), None)
+
+
+def _device_of(view: FrameworkView | None, index: int) -> str | None:
+    """The framework's own name of its GPU number ``index`` (TensorFlow's ``GPU:1``, torch's ``cuda:1``)."""
+    return view.gpus[index].device if view is not None and 0 <= index < len(view.gpus) else None
 
 
 def subject_of(facts: Facts, index: int) -> str:
     """The GPU as findings name it (``GPU-<nvidia-smi index>``), joined on the PCI bus id; the framework's own
     index where NVML cannot say."""
     view = _measured_by(facts)
+    device = _device_of(view, index)
     for row in devicemap.device_map(facts):
-        if view is not None and row.frameworks.get(view.name) == f"GPU:{index}" and row.nvml_index is not None:
+        if view is not None and device is not None and row.frameworks.get(view.name) == device and row.nvml_index is not None:
             return f"GPU-{row.nvml_index}"
     return f"GPU-{index}"
 
@@ -81,8 +93,9 @@ def gpu_name(facts: Facts, index: int) -> str | None:
     view = _measured_by(facts)
     if view is None:
         return None
+    device = _device_of(view, index)
     for row in devicemap.device_map(facts):
-        if row.frameworks.get(view.name) == f"GPU:{index}" and row.name:
+        if device is not None and row.frameworks.get(view.name) == device and row.name:
             return row.name
     return view.gpus[index].name if index < len(view.gpus) else None
 
@@ -278,17 +291,19 @@ def _scaling(facts: Facts, pf: PerformanceFacts, settings: Settings, below: _Bel
 
 def _benchmark_failed(facts: Facts, run: BenchmarkRun) -> Finding:
     index = gpu_index_of(run.devices, run.physical)
+    view = _measured_by(facts)
     return finding(
         "benchmark-failed",
         Severity.DEGRADED,
         summary=f"The benchmark {run.name} could not run: {(run.error or '')[:300]}",
         cause=(
-            f"TensorFlow raised while running it on {', '.join(d.lstrip('/') for d in run.devices)}; the other "
+            f"{view.title if view is not None else 'The framework'} raised while running it on "
+            f"{', '.join(d.lstrip('/') for d in run.devices)}; the other "
             "benchmarks ran."
         ),
         remedy=(
-            "Read the error: an all-reduce on GPUs needs NCCL (the nvidia-nccl-cu12 wheel of tensorflow[and-cuda]); "
-            "out of memory means another process holds the GPU's memory."
+            "Read the error: an all-reduce on GPUs needs NCCL (the nvidia-nccl wheel that tensorflow[and-cuda] and "
+            "torch's CUDA wheels bring); out of memory means another process holds the GPU's memory."
         ),
         evidence={"benchmark": run.name, "devices": list(run.devices), "error": run.error},
         subject=subject_of(facts, index) if index is not None else None,
@@ -312,7 +327,7 @@ def _process_failed(facts: Facts, pf: PerformanceFacts | None) -> Finding:
         summary=f"The benchmark process did not finish: {what}.",
         cause=f"{done} benchmark(s) were measured before it ended; the others were not.",
         remedy=(
-            "A benchmark that hangs or crashes TensorFlow on a GPU that passed every check below is worth a bug "
+            "A benchmark that hangs or crashes the framework on a GPU that passed every check below is worth a bug "
             "report with this evidence; raise --gpucheck-timeout if it was only slow."
         ),
         evidence={

@@ -8,17 +8,10 @@ plan the parent handed down (``GPUCHECK_BENCH_PLAN``) and writes its facts at on
 (:class:`~gpucheck.protocol.Checkpoint`): a benchmark that hangs ends the child at its budget, and what
 was measured before stands.
 
-How each benchmark is timed (:func:`_timed`):
-
-- its inputs are made on its device before any timing;
-- the work of one round is a ``tf.function`` traced and run (warm-up) before timing, so tracing, graph
-  optimisation, autotuning and PTX JIT are out of the timings;
-- a round runs ``iterations`` units of work (chained, so no optimiser can fold them) and synchronises the
-  device once, at its end; the number of units is calibrated so a round lasts about
-  :data:`ROUND_S` seconds;
-- rounds are repeated for about :data:`MEASURE_S` seconds (pytest-benchmark's ``--benchmark-max-time`` where the run
-  gives another value than its default), at least :data:`MIN_ROUNDS` times. Each
-  round's time is a real measurement; the parent hands them to pytest-benchmark as they are.
+How each benchmark is timed is the performance unit's (:func:`gpucheck.performance.timing.timed`, PyTorch's
+benchmarks time theirs the same way): its inputs are made on its device before any timing; the work of one round is a
+``tf.function`` traced and run (warm-up) before timing, so tracing, graph optimisation, autotuning and PTX JIT are out
+of the timings; a round chains its units of work and synchronises the device once, at its end.
 """
 
 from __future__ import annotations
@@ -33,28 +26,20 @@ from typing import Any, TypeVar, cast
 from gpucheck.facts import to_json
 from gpucheck.frameworks.tensorflow.imports import import_tensorflow
 from gpucheck.performance.facts import BenchmarkRun, PerformanceFacts
-from gpucheck.performance.plan import (
-    BENCH_MAX_TIME_ENV,
-    BENCH_PLAN_ENV,
-    LOGICAL_CPUS,
-    MATPOW_REFERENCES,
-    Spec,
-    from_env,
-    max_time_from_env,
+from gpucheck.performance.plan import BENCH_PLAN_ENV, LOGICAL_CPUS, MATPOW_REFERENCES, Spec, from_env
+from gpucheck.performance.timing import (
+    Measurement,
+    bandwidth,
+    benchmark_run,
+    bus_bandwidth,
+    latency,
+    measure_time,
+    throughput,
 )
+from gpucheck.performance.timing import med as _med
+from gpucheck.performance.timing import timed as _timed
 from gpucheck.protocol import Checkpoint, stage, timeout_from_env
 
-#: A round lasts about this long; rounds are repeated for about MEASURE_S, at least MIN_ROUNDS times.
-ROUND_S = 0.05
-MEASURE_S = 0.8
-#: The headline throughput figures (matmul by dtype), judged against the GPU model's peak, are timed longer.
-MEASURE_MATMUL_S = 2.0
-MIN_ROUNDS = 5
-MAX_ROUNDS = 200
-#: The most units of work one round chains (a unit slower than ROUND_S runs alone).
-MAX_ITERATIONS = 64
-
-Work = Callable[[int], Callable[[], Any]]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -77,7 +62,8 @@ def probe_performance() -> Iterator[Checkpoint]:
         tf: Any = import_tensorflow()
     except Exception as exc:  # noqa: BLE001 - a fact: the benchmarks cannot start
         error = f"{type(exc).__name__}: {exc}"
-        yield Checkpoint(to_json(PerformanceFacts(None, (), (), error, True, tuple(s.name for s in specs))), None)
+        planned = tuple(s.name for s in specs)
+        yield Checkpoint(to_json(PerformanceFacts(None, (), (), error, True, planned, "tensorflow")), None)
         return
     stage("logical CPU devices")
     setup_error = None
@@ -94,12 +80,14 @@ def probe_performance() -> Iterator[Checkpoint]:
     def facts(finished: bool) -> Any:
         planned = tuple(s.name for s in specs)
         # Figures across benchmarks as soon as both sides are measured: a later hang leaves them standing.
-        return to_json(PerformanceFacts(tf.__version__, devices, tuple(derive(runs)), setup_error, finished, planned))
+        figures = tuple(derive(runs))
+        version = tf.__version__
+        return to_json(PerformanceFacts(version, devices, figures, setup_error, finished, planned, "tensorflow", version))
 
     yield Checkpoint(facts(setup_error is not None), budget)
     if setup_error is not None:
         return
-    bench = _Bench(tf, max_time_from_env(os.environ.get(BENCH_MAX_TIME_ENV, "")))
+    bench = _Bench(tf)
     for spec in specs:
         stage(f"benchmark {spec.name}")
         runs.append(bench.run(spec))
@@ -153,71 +141,25 @@ def derive(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
 # --- timing ---------------------------------------------------------------------------------------------
 
 
-def _timed(
-    work: Work,
-    sync: Callable[[Any], None],
-    measure_s: float,
-    max_iterations: int = MAX_ITERATIONS,
-) -> tuple[int, list[float]]:
-    """Calibrate the units of work per round, warm up (tracing, compilation, autotuning), then time rounds.
-    ``work(n)`` returns the function that runs ``n`` units, each depending on the one before (so that no
-    graph optimiser can merge them); each round is synchronised once at its end. ``max_iterations=1``:
-    one unit per round (work that cannot be chained)."""
-    one = work(1)
-    sync(one())  # traced, compiled, autotuned
-    start = time.perf_counter()
-    sync(one())
-    unit = max(time.perf_counter() - start, 1e-7)
-    iterations = max(1, min(max_iterations, round(ROUND_S / unit)))
-    fn = work(iterations) if iterations > 1 else one
-    sync(fn())  # the round's own trace
-    rounds: list[float] = []
-    began = time.perf_counter()
-    while len(rounds) < MAX_ROUNDS and (len(rounds) < MIN_ROUNDS or time.perf_counter() - began < measure_s):
-        t0 = time.perf_counter()
-        sync(fn())
-        rounds.append(time.perf_counter() - t0)
-    return iterations, rounds
-
-
-def _best(rounds: list[float], iterations: int) -> float:
-    return min(rounds) / iterations
-
-
-def _med(rounds: list[float], iterations: int) -> float:
-    return statistics.median(rounds) / iterations
-
-
 class _Bench:
     """Runs one benchmark of each kind; every method returns a :class:`BenchmarkRun` or raises."""
 
-    def __init__(self, tf: Any, max_time: float | None = None) -> None:
+    def __init__(self, tf: Any) -> None:
         self.tf = tf
-        # --benchmark-max-time, where given (performance.plan.BENCH_MAX_TIME_ENV): every benchmark's rounds for that
-        # long, the headline matmuls for as many times longer as they are by default.
-        self.measure_s = MEASURE_S if max_time is None else max_time
-        self.measure_matmul_s = MEASURE_MATMUL_S if max_time is None else max_time * MEASURE_MATMUL_S / MEASURE_S
         sync = getattr(getattr(tf.test, "experimental", None), "sync_devices", None)
         self._sync_all: Callable[[], None] | None = sync if callable(sync) else None
 
     def run(self, spec: Spec) -> BenchmarkRun:
-        base = BenchmarkRun(spec.name, spec.kind, spec.param, spec.devices, spec.physical)
-        method = KIND_METHODS.get(spec.kind)
-        try:
+        def measure() -> Measurement:
+            method = KIND_METHODS.get(spec.kind)
             if method is None:
                 raise LookupError(f"no benchmark of the kind {spec.kind!r}")
-            iterations, rounds, extra = method(self, spec)
-        except Exception as exc:  # noqa: BLE001 - a fact of this benchmark; the next one runs
-            text = " ".join(str(exc).split())
-            return BenchmarkRun(**{**base.__dict__, "error": f"{type(exc).__name__}: {text[:2000]}"})
-        finally:
+            return method(self, spec)
+
+        def tf32_default() -> None:
             self.tf.config.experimental.enable_tensor_float_32_execution(True)  # TensorFlow's default
-        info = {"device": ",".join(d.lstrip("/") for d in spec.devices), **extra}
-        if spec.dtype is not None:
-            info.setdefault("dtype", spec.dtype)
-        info["rounds"] = len(rounds)
-        info["units_per_round"] = iterations
-        return BenchmarkRun(**{**base.__dict__, "iterations": iterations, "rounds": tuple(rounds), "extra_info": info})
+
+        return benchmark_run(spec, ",".join(d.lstrip("/") for d in spec.devices), measure, tf32_default)
 
     # --- helpers ---
 
@@ -265,7 +207,7 @@ class _Bench:
 
     # --- the benchmarks ---
 
-    def _matmul(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _matmul(self, spec: Spec) -> Measurement:
         """Chained ``c = c @ b`` of n×n matrices (b scaled by 1/√n, so values stay bounded in float16)."""
         tf = self.tf
         dev, dtype = spec.devices[0], spec.dtype or "float32"
@@ -290,20 +232,19 @@ class _Bench:
 
             return lambda: chain(a, b)
 
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_matmul_s)
+        iterations, rounds = _timed(work, self._sync(spec), measure_time(headline=True))
         flops = 2.0 * n**3
         return (
             iterations,
             rounds,
             {
                 "shape": [n, n, n],
-                "tflops": flops / _med(rounds, iterations) / 1e12,
-                "tflops_best": flops / _best(rounds, iterations) / 1e12,
+                **throughput(flops, iterations, rounds),
                 "tf32": dtype == "tf32" if on_gpu else None,
             },
         )
 
-    def _matpow(self, spec: Spec, size: int | None = None) -> tuple[int, list[float], dict[str, Any]]:
+    def _matpow(self, spec: Spec, size: int | None = None) -> Measurement:
         """``A^n + B^n`` by chained matmuls, n = 10, the classic TensorFlow GPU example: on one device, or
         ``A^n`` on one GPU and ``B^n`` on the other with the sum on the CPU. A round is one whole program
         (repeating it inside one function would let the graph optimiser compute it once)."""
@@ -340,7 +281,7 @@ class _Bench:
             traced[k] = lambda: program(a, b)
             return traced[k]
 
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_s, max_iterations=1)
+        iterations, rounds = _timed(work, self._sync(spec), max_iterations=1)
         flops = 2.0 * 2 * (power - 1) * n**3
         result = work(1)()  # the program traced for timing: where it ran
         return (
@@ -355,7 +296,7 @@ class _Bench:
             },
         )
 
-    def _matpow_fallback(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _matpow_fallback(self, spec: Spec) -> Measurement:
         """The matpow program asked for a GPU that does not exist, with soft placement: TensorFlow runs it on
         the CPU without a word. The same size as the GPU program where there is a GPU (1024: 18 GFLOP a
         round on the CPU, seconds at most)."""
@@ -371,7 +312,7 @@ class _Bench:
         device = ran_on.rsplit("device:", 1)[-1] if "device:" in ran_on else ran_on
         return iterations, rounds, {**extra, "asked_for": spec.devices[0].lstrip("/"), "device": device}
 
-    def _copy(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _copy(self, spec: Spec) -> Measurement:
         """Copy bandwidth (bytes copied per second). ``host``: a host-memory copy on the CPU device;
         ``h2d-pageable``: a CPU tensor copied to the GPU eagerly; ``h2d-pinned``: the same inside a
         ``tf.function``, where TensorFlow stages what a CPU op hands to a GPU in pinned (CUDA host)
@@ -435,14 +376,13 @@ class _Bench:
 
                 return lambda: copies(src)
 
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
+        iterations, rounds = _timed(work, self._sync(spec))
         extra: dict[str, Any] = {"bytes": nbytes}
         if variant == "h2d-pinned":
             # The host-side copy that feeds the staged transfer is in the round: a lower bound of the link's
             # bandwidth, shown beside how long that host copy takes alone.
             extra["host_copy_s"] = self._host_copy_seconds(src)
-        extra["gbps"] = nbytes / _med(rounds, iterations) / 1e9
-        extra["gbps_best"] = nbytes / _best(rounds, iterations) / 1e9
+        extra.update(bandwidth(nbytes, iterations, rounds))
         if variant == "d2d":
             extra["memory_gbps"] = 2 * extra["gbps"]
         extra["direction"] = variant
@@ -464,7 +404,7 @@ class _Bench:
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
-    def _conv(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _conv(self, spec: Spec) -> Measurement:
         """A ResNet-like 3×3 convolution, NHWC, 64 → 64 channels at 56×56, chained (cuDNN on a GPU)."""
         tf = self.tf
         dev, dtype = spec.devices[0], spec.dtype or "float32"
@@ -485,7 +425,7 @@ class _Bench:
 
             return lambda: chain(x, w)
 
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
+        iterations, rounds = _timed(work, self._sync(spec))
         flops = 2.0 * batch * hw * hw * ch * ch * 9
         return (
             iterations,
@@ -494,12 +434,11 @@ class _Bench:
                 "shape": [batch, hw, hw, ch],
                 "filter": [3, 3, ch, ch],
                 "layout": "NHWC",
-                "tflops": flops / _med(rounds, iterations) / 1e12,
-                "tflops_best": flops / _best(rounds, iterations) / 1e12,
+                **throughput(flops, iterations, rounds),
             },
         )
 
-    def _launch(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _launch(self, spec: Spec) -> Measurement:
         """Kernel-launch latency: a chain of tiny ops (sin of a scalar), issued eagerly one by one, or inside
         a ``tf.function`` (TensorFlow's executor launching them). A unit is one op."""
         tf = self.tf
@@ -519,18 +458,17 @@ class _Bench:
 
         # Calibrated per op: one op is far below a round, so a round chains many of them (the round's own
         # cost, one function call and one synchronisation, is then spread over thousands of ops).
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_s, max_iterations=4096)
+        iterations, rounds = _timed(work, self._sync(spec), max_iterations=4096)
         return (
             iterations,
             rounds,
             {
                 "mode": spec.variant,
-                "latency_us": _med(rounds, iterations) * 1e6,
-                "latency_us_best": _best(rounds, iterations) * 1e6,
+                **latency(iterations, rounds),
             },
         )
 
-    def _allreduce(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _allreduce(self, spec: Spec) -> Measurement:
         """A sum all-reduce across the devices with MirroredStrategy (NCCL on GPUs, by default), checked for
         the right answer; bus bandwidth as nccl-tests computes it: ``busbw = algbw × 2(n−1)/n``."""
         tf = self.tf
@@ -565,22 +503,10 @@ class _Bench:
             low, high = float(tf.reduce_min(got)), float(tf.reduce_max(got))
             if low != want or high != want:
                 raise ArithmeticError(f"the all-reduce returned values from {low} to {high}, not {want}")
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
-        nbytes = count * 4
-        algbw = nbytes / _med(rounds, iterations) / 1e9
-        return (
-            iterations,
-            rounds,
-            {
-                "devices": n,
-                "bytes": nbytes,
-                "algbw_gbps": algbw,
-                "busbw_gbps": algbw * 2 * (n - 1) / n,
-                "cross_device_ops": ops,
-            },
-        )
+        iterations, rounds = _timed(work, self._sync(spec))
+        return iterations, rounds, {**bus_bandwidth(count * 4, n, iterations, rounds), "cross_device_ops": ops}
 
-    def _scaling(self, spec: Spec) -> tuple[int, list[float], dict[str, Any]]:
+    def _scaling(self, spec: Spec) -> Measurement:
         """Training a small conv net on MNIST-shaped synthetic data (no download) for a fixed number of
         steps on n devices, the per-device batch fixed: hand-made towers (the batch split per device, the
         gradients averaged on the first) or MirroredStrategy. A unit is one training step."""
@@ -667,7 +593,7 @@ class _Bench:
 
                 return steps
 
-        iterations, rounds = _timed(work, self._sync(spec), self.measure_s)
+        iterations, rounds = _timed(work, self._sync(spec))
         step = _med(rounds, iterations)
         return (
             iterations,
@@ -686,7 +612,7 @@ class _Bench:
 
 
 #: The method that measures each kind of benchmark the plan names (``gpucheck.performance.plan.KINDS``).
-KIND_METHODS: dict[str, Callable[[_Bench, Spec], tuple[int, list[float], dict[str, Any]]]] = {
+KIND_METHODS: dict[str, Callable[[_Bench, Spec], Measurement]] = {
     "matmul": _Bench._matmul,
     "matpow": _Bench._matpow,
     "matpow_fallback": _Bench._matpow_fallback,

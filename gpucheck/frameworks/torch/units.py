@@ -1,5 +1,5 @@
 """PyTorch's units as the registry lists them (``FRAMEWORK``): its child (``import torch`` and what torch says of its
-build and its GPUs), its compatibility and framework rules and its checks. ``FRAMEWORK`` is what the registry lists
+build and its GPUs), its compatibility and framework rules and its checks, and its benchmarks. ``FRAMEWORK`` is what the registry lists
 (``gpucheck.frameworks.BUILT_IN``); nothing outside this package imports its modules, and the modules outside read it
 only through what it says of itself (``view``, a ``gpucheck.facts.FrameworkView``).
 """
@@ -10,10 +10,24 @@ from gpucheck.frameworks.torch import process, view
 from gpucheck.frameworks.torch.facts import FIELD, TorchFacts
 from gpucheck.frameworks.torch.rules import compat as rules_compat
 from gpucheck.frameworks.torch.rules import framework as rules_framework
+from gpucheck.performance.facts import FIELD as PERFORMANCE_FIELD
+from gpucheck.performance.facts import PerformanceFacts
 from gpucheck.unit import CheckFile, ChildProbe, Framework, LayerRule, Unit
 
 #: The PyTorch child: ``import torch`` and its readings, in a process of its own started with every other probe.
 TORCH_PROBE = ChildProbe(FIELD, "framework", "gpucheck.frameworks.torch.child:probe_torch", TorchFacts, FIELD)
+#: The benchmarks of the plan torch measures, by kind or ``kind:variant`` (``Framework.benchmarks``): launch latency
+#: eagerly only (TensorFlow's ``function`` variant is its graph executor, which torch programs do not run); TensorFlow's
+#: soft-placement fallback, its matpow split by hand and its training towers are TensorFlow's own.
+BENCHMARKS = ("matmul", "copy", "conv", "launch:eager", "allreduce")
+#: The benchmarks (--gpucheck-benchmarks, where PyTorch measures), in a torch process of their own, after the diagnosis.
+PERFORMANCE_PROBE = ChildProbe(
+    "performance",
+    "performance",
+    "gpucheck.frameworks.torch.benchmarks:probe_performance",
+    PerformanceFacts,
+    PERFORMANCE_FIELD,
+)
 
 #: In layer order: the rules of one layer run in the order listed here.
 UNITS: tuple[Unit, ...] = (
@@ -24,10 +38,12 @@ UNITS: tuple[Unit, ...] = (
         rules=(LayerRule("framework", rules_framework.framework_rules),),
         checks=(CheckFile("framework", "frameworks/torch/checks_torch.py"),),
     ),
+    # Its benchmarks answer the performance unit's questions (--gpucheck-benchmarks) where it measures.
+    Unit("torch-benchmarks", after=(PERFORMANCE_PROBE,)),
 )
 
 #: The unit as the registry lists it (``gpucheck.frameworks.BUILT_IN``).
 FRAMEWORK = Framework(
     view.NAME, view.TITLE, "torch", UNITS, view.view, process.bound_memory,
-    log_patterns="frameworks/torch/log_patterns.json",
+    log_patterns="frameworks/torch/log_patterns.json", benchmarks=BENCHMARKS,
 )

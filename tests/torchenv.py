@@ -7,6 +7,7 @@ checkout on ``PYTHONPATH`` and a ``.dist-info`` there naming its pytest11 entry 
 
 conftest.py's session fixture ``torch_python`` is :func:`torch_python`; the tests that use it
 (tests/test_torch_session.py, tests/test_own_suites.py, tests/test_merge.py) are slow by that fixture.
+tests/test_torch_cuda_scenarios.py makes its CUDA build's venv the same way (:func:`cached_venv`, :func:`build_venv`).
 """
 
 from __future__ import annotations
@@ -32,28 +33,38 @@ INSTALL_TIMEOUT_S = 900
 
 def torch_python() -> Path:
     """The interpreter of a venv with the torch CPU wheel, gpucheck's requirements and ``TEST_TOOLS``, without
-    TensorFlow: made once per requirements and interpreter, in a folder of its own renamed into place when complete."""
-    wanted = "\n".join((TORCH, *REQUIREMENTS, *TEST_TOOLS))
-    digest = hashlib.sha256((wanted + sys.version).encode()).hexdigest()[:12]
+    TensorFlow: made once per requirements and interpreter (:func:`build_venv`)."""
+    packages = (TORCH, *REQUIREMENTS, *TEST_TOOLS)
+    return build_venv(cached_venv("torch", packages), packages)
+
+
+def cached_venv(name: str, packages: tuple[str, ...]) -> Path:
+    """Where the venv ``name`` with ``packages`` lives, per packages and interpreter (complete once it holds a file
+    ``complete``)."""
+    digest = hashlib.sha256(("\n".join(packages) + sys.version).encode()).hexdigest()[:12]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpucheck"
-    home = cache / f"torch-{digest}"
+    return cache / f"{name}-{digest}"
+
+
+def build_venv(home: Path, packages: tuple[str, ...], timeout: float = INSTALL_TIMEOUT_S) -> Path:
+    """``home``'s interpreter, installed first with ``packages`` where it is not complete: in a folder of its own
+    renamed into place when complete; a failed install fails the test."""
     if (home / "complete").exists():
         return home / "bin" / "python"
-    cache.mkdir(parents=True, exist_ok=True)
-    building = cache / f".torch-{digest}-{os.getpid()}"
+    home.parent.mkdir(parents=True, exist_ok=True)
+    building = home.with_name(f".{home.name}-{os.getpid()}")
     shutil.rmtree(building, ignore_errors=True)
     venv.EnvBuilder(with_pip=True).create(building)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
     done = subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH,
-         *REQUIREMENTS, *TEST_TOOLS],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=env,
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages],
+        capture_output=True, text=True, timeout=timeout, check=False, env=env,
     )
     if done.returncode != 0:
         shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"installing {TORCH} for the PyTorch session failed (pip needs its index):\n"
+        pytest.fail(f"installing {packages[0]} for the PyTorch tests failed (pip needs its index):\n"
                     f"{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
-    (building / "complete").write_text(wanted + "\n")
+    (building / "complete").write_text("\n".join(packages) + "\n")
     try:
         building.rename(home)
     except OSError:  # another process completed it first

@@ -29,7 +29,7 @@ import pytest
 
 from conftest import build_fake_machine, validate_report
 from tests.contracts import assert_one_red_line
-from tests.torchenv import REQUIREMENTS, ROOT, TEST_TOOLS, build_venv, cached_venv, checkout_environment
+from tests.torchenv import REQUIREMENTS, TEST_TOOLS, build_venv, cached_venv, checkout_environment
 
 SCENARIOS = sorted((Path(__file__).parent / "scenarios" / "torch").glob("*.json"))
 #: The CUDA build the local package registry serves, with its nvidia-*-cu13 wheels (pip brings them as its

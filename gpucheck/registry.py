@@ -159,9 +159,13 @@ def rules() -> tuple[tuple[LayerRule, str | None], ...]:
 
 def findings(facts: Facts, settings: Settings) -> tuple[Finding, ...]:
     """Every rule's findings, bottom-up; a framework's carry its name (``Finding.framework``): what they block is
-    that framework's questions, never another framework's."""
+    that framework's questions, never another framework's. The rules of a framework this run does not ask for do not
+    run (TensorFlow's mixed-precision advice, read from NVML alone, named Keras in a run that asked for torch only)."""
     out: list[Finding] = []
+    asked = settings.frameworks
     for rule, framework in rules():
+        if framework is not None and framework not in asked:
+            continue
         found = rule.rule(facts, settings)
         out += [dataclasses.replace(f, framework=framework) for f in found] if framework is not None else found
     return tuple(out)

@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The CPU wheel (the local package registry serves 2.13.0+cpu), with what gpucheck needs to run (pyproject.toml's
 #: dependencies, which tests/test_torch_session.py holds equal).
 TORCH = "torch==2.13.0"
+#: torch's CUDA build the local package registry serves, with its nvidia-*-cu13 wheels (pip brings them as its
+#: dependencies): about 5.4 GB, for tests/test_torch_cuda_scenarios.py.
+TORCH_CUDA = "torch==2.14.1"
 #: The TensorFlow of this suite's own venv (pyproject.toml's ``tensorflow`` extra, the version the suite runs).
 TENSORFLOW = "tensorflow==2.21.0"
 REQUIREMENTS = ("pytest>=8", "pytest-benchmark>=4", "nvidia-ml-py>=12")
@@ -98,8 +101,13 @@ def torch_tf_python() -> Path:
     return cached_venv("torch-tf", (TORCH, TENSORFLOW))
 
 
+def torch_cuda_python() -> Path:
+    """The venv with torch's CUDA build (``TORCH_CUDA``), no TensorFlow, and pytest-xdist: what runs against the fakes."""
+    return cached_venv("torch-cuda", (TORCH_CUDA, *TEST_TOOLS))
+
+
 if __name__ == "__main__":
-    # `python -m tests.pyenvs`: make both venvs now (the README's and CI's install step), so that the test command
+    # `python -m tests.pyenvs`: make the three venvs now (the README's and CI's install step), so that the test command
     # does not pay their install; each is made once per cache and reused after.
-    for made in (torch_python(), torch_tf_python()):
+    for made in (torch_python(), torch_tf_python(), torch_cuda_python()):
         print(made, (made.parent.parent / "complete").read_text().splitlines()[-1])

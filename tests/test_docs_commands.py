@@ -48,8 +48,8 @@ COMMANDS: dict[str, Here | Elsewhere | Cannot] = {
     # README
     'python3 -m venv .venv && .venv/bin/pip install ".[tensorflow]" && .venv/bin/pytest --gpucheck --gpucheck-json=gpucheck-report.json':
         Elsewhere("tests/test_plugin.py::test_report_json_written_atomically_to_new_directory", '"--gpucheck", f"--gpucheck-json='),
-    'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/pytest tests -n auto -m "not benchmark" && .venv/bin/pytest tests -m benchmark':
-        Cannot("the suite itself, in a fresh venv: .ci/run runs exactly this (its install step, then both pytest runs)"),
+    'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/python -m tests.pyenvs && .venv/bin/pytest tests -n auto -m "not benchmark" && .venv/bin/pytest tests -m benchmark':
+        Cannot("the suite itself, in a fresh venv: .ci/run runs exactly this (its install steps, then both pytest runs)"),
     # docs/ARCHITECTURE.md
     "python -m gpucheck.causepage > docs/causes.md":
         Elsewhere("tests/test_causepage.py::test_the_page_is_what_the_command_prints_today", '"gpucheck.causepage"'),

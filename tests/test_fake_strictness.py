@@ -140,3 +140,45 @@ def test_cuda_driver_and_runtime_refuse_unknown_attributes_and_ordinals(
     assert out["rt_attr_dev5"] == 101  # cudaErrorInvalidDevice
     assert out["set"] == {"1": 0, "2": 101, "-1": 101, "0": 0}  # cudaErrorInvalidDevice for no device
     assert out["current"] == 0
+
+
+#: What the CUDA 12/13 runtimes ask of libcuda by name (docs/PITFALLS.md, "PyTorch's CUDA build on the fakes"): each
+#: (symbol, version, flags) as libcudart.so.13 (nvidia-cuda-runtime 13.0.96) asked it of the fake, traced with
+#: GPUCHECK_FAKE_CUDA_TRACE, and what cuGetProcAddress_v2 must answer (driver API reference, cuGetProcAddress:
+#: CU_GET_PROC_ADDRESS_SUCCESS 0, SYMBOL_NOT_FOUND 1, VERSION_NOT_SUFFICIENT 2).
+PROC_CALLS = r"""
+import ctypes, json
+cuda = ctypes.CDLL("libcuda.so.1")
+out = {}
+for name, version, flags in (("cuMemAlloc", 3020, 0), ("cuMemcpyHtoD", 7000, 2), ("cuGetProcAddress", 12000, 0),
+                             ("cuCtxGetDevice", 2000, 0), ("cuCtxGetDevice", 13000, 0), ("cuMemAlloc", 2000, 0),
+                             ("cuDeviceGetP2PAttribute", 8000, 0), ("", 0, 0)):
+    fn, status = ctypes.c_void_p(), ctypes.c_int(-7)
+    code = cuda.cuGetProcAddress_v2(name.encode(), ctypes.byref(fn), version, ctypes.c_uint64(flags), ctypes.byref(status))
+    out[f"{name}@{version}"] = [code, status.value, fn.value]
+for name in ("cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuGetProcAddress_v2", "cuCtxGetDevice"):
+    out[name] = ctypes.cast(getattr(cuda, name), ctypes.c_void_p).value
+table = ctypes.c_void_p(1)
+uuid = (ctypes.c_ubyte * 16)(*bytes.fromhex("6bd5fb6c5bf4e74a8987d93912fd9df9"))
+out["export"] = [cuda.cuGetExportTable(ctypes.byref(table), uuid), table.value]
+print(json.dumps(out))
+"""
+
+
+def test_cuda_driver_hands_out_entry_points_by_name_and_abi_version(
+    fake_machine: Callable[[dict[str, Any]], Path],
+) -> None:
+    """The version asked picks the ABI (cuMemAlloc at 3020 is cuMemAlloc_v2; cuCtxGetDevice at 13000 is CUDA 13's
+    _v2, another signature, which the fake does not have); the per-thread-stream flag gets the same function here;
+    a name older than its first ABI is VERSION_NOT_SUFFICIENT; the runtime's private tables are refused."""
+    fake_machine(MACHINE)
+    out = _run(PROC_CALLS)
+    assert out["cuMemAlloc@3020"] == [0, 0, out["cuMemAlloc_v2"]]
+    assert out["cuMemcpyHtoD@7000"] == [0, 0, out["cuMemcpyHtoD_v2"]]
+    assert out["cuGetProcAddress@12000"] == [0, 0, out["cuGetProcAddress_v2"]]
+    assert out["cuCtxGetDevice@2000"] == [0, 0, out["cuCtxGetDevice"]]
+    assert out["cuCtxGetDevice@13000"] == [500, 1, None]  # CUDA_ERROR_NOT_FOUND: an ABI the fake lacks
+    assert out["cuMemAlloc@2000"] == [500, 2, None]  # VERSION_NOT_SUFFICIENT
+    assert out["cuDeviceGetP2PAttribute@8000"] == [500, 1, None]
+    assert out["@0"] == [500, 1, None]  # the runtime's first question, an empty name
+    assert out["export"] == [500, None]

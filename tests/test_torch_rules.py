@@ -173,21 +173,37 @@ def test_torchs_word_that_the_driver_is_too_old_where_the_table_did_not_judge() 
     assert "`pip install --force-reinstall torch==2.14.1 --index-url https://download.pytorch.org/whl/cu128`" in found.remedy
 
 
+#: torch's own warnings for them, as the module docstring quotes them.
+RTX_5090_SAYS = (
+    "\nNVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+    "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n"
+)
+K80_SAYS = (
+    "Found GPU0 Tesla K80 which is of cuda capability 3.7.\n    PyTorch no longer supports this GPU because it is too "
+    "old.\n    The minimum cuda capability supported by this library is 5.0.\n    "
+)
+
+
 @pytest.mark.parametrize(
-    ("name", "cc", "archs"),
+    ("name", "cc", "archs", "says"),
     [
-        ("NVIDIA GeForce RTX 5090", (12, 0), ARCHS_CU124),  # too new: sm_120 is not compatible
-        ("Tesla K80", (3, 7), ARCHS_CU124),  # too old: the minimum is 5.0
+        ("NVIDIA GeForce RTX 5090", (12, 0), ARCHS_CU124, RTX_5090_SAYS),  # too new: sm_120 is not compatible
+        ("Tesla K80", (3, 7), ARCHS_CU124, K80_SAYS),  # too old: the minimum is 5.0
     ],
 )
-def test_a_gpu_whose_architecture_the_wheel_lacks(name: str, cc: tuple[int, int], archs: tuple[str, ...]) -> None:
-    torch = cuda_build("2.5.1+cu124", "12.4", arch_list=archs, devices=(TorchDevice(0, name, cc),))
+def test_a_gpu_whose_architecture_the_wheel_lacks(
+    name: str, cc: tuple[int, int], archs: tuple[str, ...], says: str
+) -> None:
+    """Judged from the wheel's arch list and the driver's capability; torch's own warning, where CUDA initialised and
+    torch gave it, is the finding's evidence."""
+    torch = cuda_build("2.5.1+cu124", "12.4", arch_list=archs, devices=(TorchDevice(0, name, cc),), warnings=(says,))
     facts = machine(torch, driver="570.133.20", driver_cuda=12080, cc=cc, name=name)
     found = [f for f in compat_rules(facts, TORCH) if f.severity.value == "blocker"]
     assert ids(found) == [("gpu-arch-unsupported", "blocker")]
     assert f"is not supported by this PyTorch build (SASS {', '.join(archs)}" in found[0].summary
     assert "is not compatible with the current PyTorch installation" in found[0].cause
     assert f"`TORCH_CUDA_ARCH_LIST={cc[0]}.{cc[1]}`" in found[0].remedy
+    assert found[0].evidence["torch_warning"] == says.strip()
 
 
 @pytest.mark.parametrize(
@@ -200,7 +216,8 @@ def test_a_gpu_whose_architecture_the_wheel_lacks(name: str, cc: tuple[int, int]
     ],
 )
 def test_cuda_get_device_count_errors_are_the_lower_layers_ids(number: int, text: str, cause: str) -> None:
-    torch = cuda_build(available=False, device_count=0, devices=(), warnings=(_count_error(number, text),))
+    """torch 2.14's ``device_count()`` counts through NVML before CUDA starts: 1 here, while the runtime failed."""
+    torch = cuda_build(available=False, device_count=1, devices=(), warnings=(_count_error(number, text),))
     [found] = framework_rules(machine(torch), TORCH)
     assert (found.id, found.severity.value, found.layer) == (cause, "blocker", "driver")
     assert found.evidence["cudaGetDeviceCount"] == number and found.evidence["error"] == text
@@ -223,6 +240,9 @@ def test_a_cuda_build_that_sees_no_gpu_without_a_word() -> None:
     torch = cuda_build(available=False, device_count=0, devices=())
     [found] = framework_rules(machine(torch), TORCH)
     assert found.id == "framework-gpu-init-failed" and found.summary == "PyTorch 2.14.1+cu130 (CUDA 13.0) sees no GPU."
+    # NVML's count (torch 2.14's device_count() before CUDA starts) is no GPU torch can use, and the cause says so.
+    [found] = framework_rules(machine(dataclasses.replace(torch, device_count=1)), TORCH)
+    assert found.id == "framework-gpu-init-failed" and "device_count() says 1, counted through NVML" in found.cause
 
 
 def test_missing_crashed_and_hung() -> None:

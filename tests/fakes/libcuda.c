@@ -656,3 +656,120 @@ CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **ext
     (void)config; (void)f; (void)params; (void)extra;
     return launch_result();
 }
+
+/* CUmoduleLoadingMode (cuda.h): CU_MODULE_EAGER_LOADING = 1, CU_MODULE_LAZY_LOADING = 2, as CUDA_MODULE_LOADING
+ * chooses it (lazy by default since CUDA 12.2). The CUDA 13 runtime asks it while it initialises and takes its
+ * absence for a driver too old ("The NVIDIA driver on your system is too old (found version 13000)"). */
+CUresult cuModuleGetLoadingMode(int *mode) {
+    if (!mode) return 1;
+    const char *env = getenv("CUDA_MODULE_LOADING");
+    *mode = env && strcmp(env, "EAGER") == 0 ? 1 : 2;
+    return 0;
+}
+
+/* ---- Entry points by name, as the CUDA runtime gets them --------------------------------------------
+ * The CUDA 12 and 13 runtimes (libcudart.so.12/.13 of the nvidia-cuda-runtime wheels) dlsym only cuGetProcAddress_v2,
+ * cuGetProcAddress, cuInit, cuDriverGetVersion and cuGetExportTable, and ask cuGetProcAddress_v2 for every other
+ * entry point by its base name and the CUDA version of the ABI they were built against ("cuMemAlloc", 3020 ->
+ * cuMemAlloc_v2; "cuCtxGetDevice", 13000 -> cuCtxGetDevice_v2, whose signature differs from 2000's). FAKE_PROCS lists,
+ * per base name, the version from which each ABI holds; the newest at or below the version asked is handed out, and
+ * a NULL one is an ABI this fake does not implement. Found: CUDA_SUCCESS, *symbolStatus =
+ * CU_GET_PROC_ADDRESS_SUCCESS (0); unknown name: CUDA_ERROR_NOT_FOUND (500) and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+ * (1); a name known only from a later version: 500 and CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT (2) (driver API
+ * reference, cuGetProcAddress). The flag CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM (2) asks for the _ptds/_ptsz
+ * variant: the same function here, where every stream completes at once.
+ *
+ * cuGetExportTable: the runtime's private tables (their layouts are not published) are refused with
+ * CUDA_ERROR_NOT_FOUND. What the CUDA 13 runtime asks past them is in docs/PITFALLS.md ("PyTorch's CUDA build on
+ * the fakes"): it stops at an integrity check no fake can answer.
+ *
+ * GPUCHECK_FAKE_CUDA_TRACE (environment): a file each cuGetProcAddress and cuGetExportTable call appends a line to
+ * ("proc cuMemAlloc 3020 0 found", "export a094798c-2e74-2e74-93f2-0800200c0a66 refused"). */
+#include <stdarg.h>
+
+static void fake_trace(const char *fmt, ...) {
+    const char *path = getenv("GPUCHECK_FAKE_CUDA_TRACE");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags);
+CUresult cuGetExportTable(const void **table, const CUuuid *id);
+
+struct fake_proc { const char *name; int since; void *fn; };
+#define P(name, since, fn) {name, since, (void *)(fn)}
+#define SAME(name, since) P(#name, since, name)
+#define V2(name, since) P(#name, since, name##_v2)
+#define NEWER(name, since) P(#name, since, NULL)
+static const struct fake_proc FAKE_PROCS[] = {
+    SAME(cuGetErrorName, 6000), SAME(cuGetErrorString, 6000), SAME(cuInit, 2000), SAME(cuDriverGetVersion, 2020),
+    SAME(cuGetProcAddress, 11030), P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
+    SAME(cuGetExportTable, 3000),
+    SAME(cuDeviceGet, 2000), SAME(cuDeviceGetCount, 2000), SAME(cuDeviceGetName, 2000),
+    SAME(cuDeviceGetAttribute, 2000), SAME(cuDeviceComputeCapability, 2000), V2(cuDeviceTotalMem, 3020),
+    SAME(cuDeviceGetPCIBusId, 4010), SAME(cuDeviceGetUuid, 9020), V2(cuDeviceGetUuid, 11040),
+    SAME(cuDeviceCanAccessPeer, 4000),
+    SAME(cuDevicePrimaryCtxRetain, 7000), SAME(cuDevicePrimaryCtxRelease, 7000), V2(cuDevicePrimaryCtxRelease, 11000),
+    SAME(cuDevicePrimaryCtxGetState, 7000), V2(cuDevicePrimaryCtxSetFlags, 11000),
+    V2(cuCtxCreate, 3020), NEWER(cuCtxCreate, 11040), V2(cuCtxDestroy, 4000), SAME(cuCtxSetCurrent, 4000),
+    SAME(cuCtxGetCurrent, 4000), V2(cuCtxPushCurrent, 4000), V2(cuCtxPopCurrent, 4000),
+    SAME(cuCtxGetDevice, 2000), NEWER(cuCtxGetDevice, 13000), SAME(cuCtxSynchronize, 2000),
+    NEWER(cuCtxSynchronize, 13000), SAME(cuCtxGetStreamPriorityRange, 5050), SAME(cuCtxSetLimit, 3010),
+    SAME(cuCtxGetLimit, 3010), SAME(cuCtxEnablePeerAccess, 4000),
+    V2(cuMemGetInfo, 3020), V2(cuMemAlloc, 3020), SAME(cuMemAllocManaged, 6000), V2(cuMemAllocPitch, 3020),
+    V2(cuMemFree, 3020), SAME(cuMemHostAlloc, 2020), V2(cuMemAllocHost, 3020), SAME(cuMemFreeHost, 2000),
+    V2(cuMemHostRegister, 6050), SAME(cuMemHostUnregister, 4000), V2(cuMemHostGetDevicePointer, 3020),
+    V2(cuMemGetAddressRange, 3020), SAME(cuPointerGetAttribute, 4000),
+    SAME(cuMemcpy, 4000), SAME(cuMemcpyAsync, 4000), V2(cuMemcpyHtoD, 3020), V2(cuMemcpyDtoH, 3020),
+    V2(cuMemcpyDtoD, 3020), V2(cuMemcpyHtoDAsync, 3020), V2(cuMemcpyDtoHAsync, 3020), V2(cuMemcpyDtoDAsync, 3020),
+    V2(cuMemsetD8, 3020), SAME(cuMemsetD8Async, 3020), V2(cuMemsetD16, 3020), SAME(cuMemsetD16Async, 3020),
+    V2(cuMemsetD32, 3020), SAME(cuMemsetD32Async, 3020),
+    SAME(cuStreamCreate, 2000), SAME(cuStreamCreateWithPriority, 5050), V2(cuStreamDestroy, 4000),
+    SAME(cuStreamSynchronize, 2000), SAME(cuStreamQuery, 2000), SAME(cuStreamWaitEvent, 3020),
+    SAME(cuStreamGetPriority, 5050), SAME(cuStreamGetFlags, 5050), SAME(cuStreamIsCapturing, 10000),
+    SAME(cuStreamAddCallback, 5000), SAME(cuLaunchHostFunc, 10000),
+    SAME(cuEventCreate, 2000), V2(cuEventDestroy, 4000), SAME(cuEventRecord, 2000), SAME(cuEventQuery, 2000),
+    SAME(cuEventSynchronize, 2000), SAME(cuEventElapsedTime, 2000), NEWER(cuEventElapsedTime, 12080),
+    SAME(cuModuleLoadData, 2000), SAME(cuModuleLoadDataEx, 2010), SAME(cuModuleLoadFatBinary, 2000),
+    SAME(cuModuleUnload, 2000), SAME(cuModuleGetFunction, 2000), V2(cuModuleGetGlobal, 3020),
+    SAME(cuModuleGetLoadingMode, 11070),
+    SAME(cuFuncGetAttribute, 2020), SAME(cuFuncSetAttribute, 9000), SAME(cuFuncSetCacheConfig, 3000),
+    SAME(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050), SAME(cuLaunchKernel, 4000),
+    SAME(cuLaunchKernelEx, 11060), SAME(cuTensorMapEncodeTiled, 12000),
+};
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags, int *status) {
+    const struct fake_proc *best = NULL;
+    int known = 0;
+    if (!symbol || !pfn) return 1;
+    for (size_t i = 0; i < sizeof FAKE_PROCS / sizeof FAKE_PROCS[0]; i++) {
+        if (strcmp(FAKE_PROCS[i].name, symbol) != 0) continue;
+        known = 1;
+        if (FAKE_PROCS[i].since <= version && (!best || FAKE_PROCS[i].since >= best->since)) best = &FAKE_PROCS[i];
+    }
+    void *fn = best ? best->fn : NULL;
+    fake_trace("proc %s %d %llu %s\n", symbol, version, flags, fn ? "found" : known && !best ? "later" : "missing");
+    *pfn = fn;
+    if (status) *status = fn ? 0 : known && !best ? 2 : 1;
+    return fn ? 0 : 500;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags) {
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}
+
+CUresult cuGetExportTable(const void **table, const CUuuid *id) {
+    if (!table || !id) return 1;
+    const unsigned char *b = id->bytes;
+    fake_trace("export %02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x refused\n", b[0], b[1], b[2],
+               b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    *table = NULL;
+    return 500;
+}

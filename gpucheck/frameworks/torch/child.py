@@ -68,15 +68,13 @@ def _device(torch: Any, index: int, errors: dict[str, str]) -> TorchDevice:
     return TorchDevice(index, said, (cap[0], cap[1]) if cap is not None and len(cap) == 2 else None)
 
 
-def _availability(torch: Any, errors: dict[str, str]) -> tuple[bool | None, tuple[str, ...], int | None]:
-    """``torch.cuda.is_available()`` and ``device_count()``, with the warnings either gave (torch only warns: the
-    warning's text is the cause)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        available = _read(errors, "torch.cuda.is_available", lambda: bool(torch.cuda.is_available()))
-        count = _read(errors, "torch.cuda.device_count", lambda: int(torch.cuda.device_count()))
-    said = tuple(dict.fromkeys(str(w.message) for w in caught))
-    return available, said, count
+def _availability(torch: Any, errors: dict[str, str]) -> tuple[bool | None, int | None]:
+    """``torch.cuda.is_available()`` and ``device_count()``. Before CUDA is initialised, torch 2.14's
+    ``device_count()`` answers from NVML (``_device_count_nvml``): it counts a GPU that the CUDA runtime cannot open,
+    so only ``is_available()`` (``cudaGetDeviceCount`` through the runtime) says whether torch can use one."""
+    available = _read(errors, "torch.cuda.is_available", lambda: bool(torch.cuda.is_available()))
+    count = _read(errors, "torch.cuda.device_count", lambda: int(torch.cuda.device_count()))
+    return available, count
 
 
 def probe_torch() -> TorchFacts:
@@ -96,13 +94,21 @@ def probe_torch() -> TorchFacts:
         )
     errors: dict[str, str] = {}
     version = str(torch.__version__)
-    cuda = _read(errors, "torch.version.cuda", lambda: torch.version.cuda)
-    compiled = getattr(torch._C, "_cuda_getCompiledVersion", None)
-    compiled_cuda = _read(errors, "torch._C._cuda_getCompiledVersion", lambda: int(compiled())) if compiled else None
-    cudnn = _read(errors, "torch.backends.cudnn.version", lambda: torch.backends.cudnn.version())
-    arch_list = _read(errors, "torch.cuda.get_arch_list", lambda: tuple(str(a) for a in torch.cuda.get_arch_list()))
-    available, said, count = _availability(torch, errors)
-    devices = tuple(_device(torch, index, errors) for index in range(count or 0))
+    # torch only warns where CUDA fails ("CUDA initialization: ... Error 804: ..."), and c10 gives that warning once
+    # a process: torch 2.14's ``torch.backends.cudnn.version()`` already asks the runtime for the device count, so the
+    # warnings are recorded over every reading, not only ``is_available()``'s. The first reading of a device runs
+    # torch's queued capability checks (``_check_capability``: "Found GPU0 ... which is of compute capability (CC)
+    # 3.7"), whose warnings are recorded too.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cuda = _read(errors, "torch.version.cuda", lambda: torch.version.cuda)
+        compiled = getattr(torch._C, "_cuda_getCompiledVersion", None)
+        compiled_cuda = _read(errors, "torch._C._cuda_getCompiledVersion", lambda: int(compiled())) if compiled else None
+        cudnn = _read(errors, "torch.backends.cudnn.version", lambda: torch.backends.cudnn.version())
+        arch_list = _read(errors, "torch.cuda.get_arch_list", lambda: tuple(str(a) for a in torch.cuda.get_arch_list()))
+        available, count = _availability(torch, errors)
+        devices = tuple(_device(torch, index, errors) for index in range(count or 0)) if available else ()
+    said = tuple(dict.fromkeys(str(w.message) for w in caught))
     return TorchFacts(
         True,
         None,

@@ -38,11 +38,15 @@ class TorchFacts:
     compiled_cuda: int | None = None
     #: ``torch.backends.cudnn.version()`` (91002); None where torch has no cuDNN.
     cudnn: int | None = None
-    #: ``torch.cuda.is_available()`` and the warnings it gave (their text names the cause: "Error 804: ...").
+    #: ``torch.cuda.is_available()``: whether the CUDA runtime opened a GPU.
     available: bool | None = None
+    #: The warnings torch gave while the child read it (their text names the cause: "Error 804: ..."; c10 gives a
+    #: CUDA initialisation warning once a process, at whichever reading asked the runtime first).
     warnings: tuple[str, ...] = ()
-    #: ``torch.cuda.device_count()``.
+    #: ``torch.cuda.device_count()``: before CUDA is initialised torch 2.14 counts with NVML, so it may count GPUs the
+    #: runtime cannot open (``available`` False).
     device_count: int | None = None
+    #: The devices torch lists, read only where ``available``.
     devices: tuple[TorchDevice, ...] = ()
     #: ``torch.cuda.get_arch_list()``: the architectures the build has code for ("sm_90", "compute_90").
     arch_list: tuple[str, ...] = ()

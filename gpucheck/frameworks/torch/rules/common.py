@@ -26,6 +26,14 @@ WORDS = Words(
 #: torch's warning when the CUDA runtime refuses the driver (cudaErrorInsufficientDriver): "The NVIDIA driver on your
 #: system is too old (found version 12080)".
 TOO_OLD = re.compile(r"driver on your system is too old \(found version (\d{4,6})\)")
+#: torch's warnings for a GPU its build has no code for, once CUDA is initialised: "NVIDIA GeForce RTX 5090 with CUDA
+#: capability sm_120 is not compatible with the current PyTorch installation." (``_check_cubins``), "Found GPU0 Tesla
+#: V100-PCIE-32GB which is of compute capability (CC) 7.0." (torch 2.14's ``_check_capability``), "Found GPU0 Tesla K80
+#: which is of cuda capability 3.7. ... The minimum cuda capability supported by this library is 5.0." (earlier torch).
+ARCH = re.compile(
+    r"is not compatible with the current PyTorch installation|which is of (?:compute|cuda) capability|"
+    r"minimum cuda capability supported by this library"
+)
 #: torch's warning when cudaGetDeviceCount fails otherwise: "... Error 804: forward compatibility was attempted on non
 #: supported HW".
 ERROR_NUMBER = re.compile(r"\bError (\d{1,4}): ([^\n]*?)(?:\s*\(Triggered internally[^\n]*)?$", re.MULTILINE)

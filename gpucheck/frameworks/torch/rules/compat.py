@@ -1,13 +1,16 @@
 """PyTorch's compatibility rule: its CUDA build (the CUDA it was compiled for, the architectures of
 ``torch.cuda.get_arch_list()``) judged by the lower stack's compatibility rules (``gpucheck.rules.compat``) against
-the driver and the GPUs' compute capabilities; and torch's own word that the driver is too old, where the table
-did not say so."""
+the driver and the GPUs' compute capabilities, with torch's own warning of the same fault as evidence; and torch's own
+word that the driver is too old, where the table did not say so."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gpucheck.facts import Facts
 from gpucheck.frameworks.torch.facts import TorchFacts
 from gpucheck.frameworks.torch.rules.common import (
+    ARCH,
     TOO_OLD,
     WORDS,
     driver_cuda,
@@ -37,14 +40,26 @@ def torch_build(facts: Facts) -> Build | None:
 
 def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
     """``driver-too-old`` and ``gpu-arch-unsupported`` (and the notes ``driver-minor-version-compat``,
-    ``ptx-jit-compilation``) as the lower stack judges PyTorch's build; ``driver-too-old`` from torch's own
-    warning where that judgement did not find it."""
+    ``ptx-jit-compilation``) as the lower stack judges PyTorch's build, with torch's own warning of the same fault in
+    their evidence where it gave one (``torch_warning``); ``driver-too-old`` from torch's own warning where that
+    judgement did not find it."""
     out = judge(torch_build(facts), facts)
     tf = torch_of(facts)
-    if tf is not None and not any(f.id == "driver-too-old" for f in out):
-        said = next(((m, text) for text in tf.warnings if (m := TOO_OLD.search(text)) is not None), None)
-        if said is not None:
-            out.append(_driver_too_old_says_torch(tf, int(said[0].group(1)), said[1], facts))
+    if tf is None:
+        return out
+    too_old = next(((m, text) for text in tf.warnings if (m := TOO_OLD.search(text)) is not None), None)
+    arch = [text for text in tf.warnings if ARCH.search(text)]
+
+    def torch_said(f: Finding) -> str | None:
+        if f.id == "driver-too-old":
+            return too_old[1] if too_old else None
+        if f.id == "gpu-arch-unsupported":  # the warning that names this GPU, else the first
+            return next((t for t in arch if str(f.evidence.get("name")) in t), arch[0] if arch else None)
+        return None
+
+    out = [replace(f, evidence={**f.evidence, "torch_warning": w.strip()}) if (w := torch_said(f)) else f for f in out]
+    if too_old is not None and not any(f.id == "driver-too-old" for f in out):
+        out.append(_driver_too_old_says_torch(tf, int(too_old[0].group(1)), too_old[1], facts))
     return out
 
 

@@ -46,8 +46,8 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return [_framework_missing(tf)]
     if not tf.cuda_build:
         return [_framework_cpu_only(tf, facts)]
-    if tf.device_count:
-        return []
+    if tf.available and tf.device_count:
+        return []  # NVML's count alone (torch 2.14's device_count() before CUDA starts) is no GPU torch can use
     said = error_number(tf.warnings)
     cf = facts.cuda.facts
     lower_said = cf is not None and cf.init is not None and cf.init.code not in (0, None)
@@ -108,7 +108,7 @@ def _framework_cpu_only(tf: TorchFacts, facts: Facts) -> Finding:
 
 
 def _framework_gpu_init_failed(tf: TorchFacts, exit_: ChildExit) -> Finding:
-    """``framework-gpu-init-failed``: a CUDA build whose ``torch.cuda.device_count()`` is 0 with no cause named."""
+    """``framework-gpu-init-failed``: a CUDA build whose ``torch.cuda.is_available()`` is False with no cause named."""
     return finding(
         "framework-gpu-init-failed",
         Severity.BLOCKER,
@@ -116,10 +116,16 @@ def _framework_gpu_init_failed(tf: TorchFacts, exit_: ChildExit) -> Finding:
         cause=(
             "torch.cuda.is_available() is False"
             + (f" and torch warned: {tf.warnings[0]}" if tf.warnings else " without a warning")
+            + (
+                f"; torch.cuda.device_count() says {tf.device_count}, counted through NVML before CUDA starts, not by "
+                "the CUDA runtime"
+                if tf.device_count
+                else ""
+            )
             + "; no lower layer explains it."
         ),
         remedy=(
-            "Run `python -c \"import torch; print(torch.cuda.device_count())\"` in the environment the program starts "
+            "Run `python -c \"import torch; print(torch.cuda.is_available())\"` in the environment the program starts "
             "with and read torch's warning; check CUDA_VISIBLE_DEVICES there (an empty or invalid first entry hides "
             "every GPU)."
         ),

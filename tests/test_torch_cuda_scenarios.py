@@ -1,0 +1,98 @@
+"""Issue 36, point 7: PyTorch's real CUDA build (torch 2.14.1+cu130 with its nvidia-*-cu13 wheels) against the C-ABI
+fakes, through the full ``pytest --gpucheck`` path in a venv of its own (no TensorFlow: the default framework is then
+torch alone).
+
+The table is tests/scenarios/torch/*.json, each citing the machine or report it models. Only libcuda.so.1 and
+libnvidia-ml.so.1 are fakes: torch loads its own libcudart.so.13, cuBLAS, cuDNN and NCCL from the wheels. The CUDA 13
+runtime gets every driver entry point through the fake's cuGetProcAddress_v2 and stops at its private export tables
+(docs/PITFALLS.md, "PyTorch's CUDA build on the fakes"), so what these scenarios show of torch's own code is: the
+driver-version check of its runtime (torch's real "driver on your system is too old (found version 12080)"), its wheel's
+real arch list and build facts, NVML's device count, and the exact error where the runtime stops.
+
+The venv is about 5.4 GB (measured: 1 min 50 s to install here from the local package registry, docs/pytorch.md):
+``torch_cuda_python`` uses ``$GPUCHECK_TORCH_CUDA_PYTHON`` (an interpreter that has torch 2.14.1 and gpucheck's
+requirements), else the venv ``tests/pyenvs.py`` makes once per cache under ``$XDG_CACHE_HOME/pytest-gpucheck``: the
+README's install step and ``.ci/run`` make it ahead of the test command (``python -m tests.pyenvs``), and a session
+that finds it missing makes it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import build_fake_machine, validate_report
+from tests import pyenvs
+from tests.contracts import assert_one_red_line
+from tests.pyenvs import checkout_environment
+
+SCENARIOS = sorted((Path(__file__).parent / "scenarios" / "torch").glob("*.json"))
+RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="session")
+def torch_cuda_python() -> Path:
+    """An interpreter with torch's CUDA build and gpucheck's requirements, without TensorFlow (module docstring): the
+    one GPUCHECK_TORCH_CUDA_PYTHON names, else a venv made once per cache (``tests/pyenvs.py``, which the README's
+    install step and .ci/run make ahead of the tests: about 2 minutes and 5.4 GB)."""
+    given = os.environ.get("GPUCHECK_TORCH_CUDA_PYTHON")
+    return Path(given) if given else pyenvs.torch_cuda_python()
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_torch_cuda_build_on_a_fake_machine(
+    path: Path, torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path
+) -> None:
+    scenario = json.loads(path.read_text())
+    assert scenario.get("_source"), "every scenario cites the machine or report it models"
+    expect = scenario["expect"]
+    project = tmp_path / "project"
+    project.mkdir()
+    env = checkout_environment(tmp_path / "site")
+    env.update(build_fake_machine(scenario, tmp_path / "machine", fake_lib_cache), PY_COLORS="0")
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [str(torch_cuda_python), "-m", "pytest", "--gpucheck", f"--gpucheck-json={report_path}", "-p",
+         "no:cacheprovider", "-rs"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == expect["exit"] and report_path.exists(), out[-4000:]
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    validate_report(report, report_path)
+    findings = {f["id"]: f for f in report["findings"]}
+    assert list(report["frameworks"]) == ["torch"], report["frameworks"]
+    assert report["verdict"] == expect["verdict"], out[-4000:]
+    assert report["root_cause"]["id"] == expect["root_cause"], (list(findings), out[-4000:])
+    for fid in expect.get("absent", []):
+        assert fid not in findings, findings[fid]
+    for fid, severity in expect.get("severity", {}).items():
+        assert findings[fid]["severity"] == severity
+    for fid, fields in expect.get("evidence", {}).items():
+        for key, value in fields.items():
+            assert findings[fid]["evidence"].get(key) == value, (fid, key, findings[fid]["evidence"])
+    # What torch's own code said, read by the PyTorch child from the real CUDA build.
+    child = report["facts"]["torch"]
+    assert child["exit"]["status"] == "ok", child["exit"]
+    torch = child["facts"]
+    for key, value in expect.get("torch", {}).items():
+        assert torch[key] == (list(value) if isinstance(value, list) else value), (key, torch[key])
+    assert any(lib.endswith("/libcudart.so.13") for lib in torch["libraries"]), torch["libraries"]
+    assert any("/machine/lib/libcuda.so." in lib for lib in torch["libraries"]), torch["libraries"]
+    for pattern in expect.get("torch_warnings", []):
+        assert any(fnmatch.fnmatch(w, pattern) for w in torch["warnings"]), (pattern, torch["warnings"])
+    if "root_cause_torch_warning" in expect:  # the root cause's evidence, in torch's words
+        evidence = report["root_cause"]["evidence"]
+        said = evidence.get("torch_warning") or evidence.get("torch_warnings") or []
+        said = [said] if isinstance(said, str) else said
+        assert any(fnmatch.fnmatch(w, expect["root_cause_torch_warning"]) for w in said), evidence
+    lines = out.splitlines()
+    for pattern in expect.get("output", []):
+        assert any(fnmatch.fnmatch(line, pattern) for line in lines), (pattern, out[-4000:])
+    assert_one_red_line(report)

@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = (
     "gpucheck/blocking.py", "gpucheck/session.py", "gpucheck/cluster/config.py", "gpucheck/compare/verdicts.py",
     "gpucheck/compare/stats.py",
+    # issue 37: the kernel log's reading, parsing and rules, the marker's and the shared run's choice of GPUs,
+    # doctor's and merge's verdicts and exit statuses, the pytest-html cells' escaping
+    "gpucheck/records/parse.py", "gpucheck/records/rules.py", "gpucheck/records/probe.py", "gpucheck/marker.py",
+    "gpucheck/shared.py", "gpucheck/doctor.py", "gpucheck/merge.py", "gpucheck/htmlreport.py",
 )
 #: Only these functions' mutants are run and counted. The rest of session.py is the pytest session's plumbing;
 #: the rest of gpucheck/compare/ reads files and writes the report (text, Markdown, JSON, plot), not the verdicts.
@@ -45,6 +49,36 @@ ONLY_FUNCTIONS = {
         "welch_p", "student_t_p", "_betainc", "mann_whitney_p", "_thin",
         "hodges_lehmann", "_ranked_differences", "_middle_pair", "_ranked_differences_within", "_listed",
     ),
+    # issue 37. parse.py is run whole. rules.py: the Xid/SXid verdicts (which finding, on which GPU, how severe, how
+    # many records), not the evidence's wording (_when, _first, _record_json) nor the Fabric Manager's rules.
+    "gpucheck/records/rules.py": (
+        "records_rules", "_kind", "_more", "_folded", "_records", "_too_many_devices", "_sxid_findings",
+        "records_unread", "_gpu_of", "_same_device", "_nvlink_down_now", "_gpu_findings", "_nvml_says_as_much",
+        "_cause", "_recovery_required", "_application", "_recorded", "_sxid_finding", "not_checked",
+    ),
+    # the reading's promise: the newest records are kept and a cut is said (the rest runs commands and walks /proc)
+    "gpucheck/records/probe.py": ("Tail.feed", "Tail.lines", "read_kmsg", "_kmsg_device", "_kmsg_file", "_read"),
+    # the reading of the marker and the choice of GPUs (not the describing texts, nor the imports' probing)
+    "gpucheck/marker.py": (
+        "layers_for", "parse_need", "_cc", "machine_gpus", "Machine.gpus_for", "for_worker", "_fits",
+        "machine_blocker", "answer", "Gpu.usable",
+    ),
+    # what the workers read of the controller's diagnosis, and the GPUs shared out (not the file's locking/waiting)
+    "gpucheck/shared.py": (
+        "document", "machine_of", "_gpu_json", "_finding", "_layer", "visible_entries", "assign_gpus",
+        "worker_ordinals", "parent_environment",
+    ),
+    # the node's verdict: usable, diagnosed, the exit status, the Prometheus textfile, the summary's verdict line,
+    # and the refusal of one file for both outputs (not the argument parsing, the signals, the writing)
+    "gpucheck/doctor.py": ("is_usable", "diagnosed", "exit_status", "prometheus_text", "gpu_label", "summary",
+                           "_same_file"),
+    # the reading of a host's report, the grouping, the drift, the exit status (not the table's layout)
+    "gpucheck/merge.py": (
+        "_text", "_check_schema", "_host", "_lowest_degraded", "_cuda_api", "drift", "groups", "merge", "same_names",
+        "exit_status", "json_report",
+    ),
+    # the cells and the summary, escaped (not the pytest-html hooks' plumbing)
+    "gpucheck/htmlreport.py": ("_text", "_subject", "cause_and_remedy", "summary_html"),
 }
 TESTS = (
     "tests/test_blocking_contracts.py",
@@ -59,6 +93,45 @@ TESTS = (
     "tests/test_compare.py::test_mann_whitney_matches_scipy",
     "tests/test_compare_shift.py",
     "tests/test_compare_contracts.py",
+    # issue 37: the in-process tests (those conftest.py does not mark slow) of the kernel log, the marker, the
+    # shared run, doctor, merge and pytest-html
+    *(f"tests/test_records_bound.py::{t}" for t in (
+        "test_the_bound_is_at_least_what_a_finding_lists", "test_the_facts_of_16000_processes_hold_the_bound_and_count_the_rest",
+        "test_a_process_that_faults_again_is_newest_by_its_last_record", "test_follow_ups_are_dropped_apart_and_say_so",
+        "test_processes_of_several_codes_are_counted_once", "test_thousands_of_codes_not_in_the_catalog_are_counted_together")),
+    *(f"tests/test_hostile_records.py::{t}" for t in (
+        "test_a_record_the_parser_cannot_read_is_skipped_and_counted", "test_an_impossible_kmsg_stamp_is_no_time",
+        "test_no_kernel_log_makes_the_parser_raise", "test_the_tail_counts_what_it_drops_and_skips")),
+    *(f"tests/test_kernel_log.py::{t}" for t in (
+        "test_a_fifo_in_place_of_dev_kmsg_is_refused_not_waited_on", "test_dev_kmsg_records_of_this_machine_parse_as_kmsg",
+        "test_every_log_of_the_corpus_is_in_the_index_and_parsed_here", "test_no_kmsg_in_a_host_view_is_not_checked_with_the_reason",
+        "test_real_lines_read_back_from_a_fake_dev_kmsg", "test_this_machines_dev_kmsg_is_read_to_its_end_and_returns",
+        "test_xid_154_keeps_the_recovery_action_it_changed_to")),
+    *(f"tests/test_nvlink5_records.py::{t}" for t in (
+        "test_a_hostile_line_is_no_record", "test_each_record_read_back_with_its_subcode_fatality_and_resolution")),
+    "tests/test_actions.py::test_recovery_action_as_the_driver_and_nvml_give_it",
+    *(f"tests/test_promises.py::{t}" for t in (
+        "test_a_long_kmsg_file_keeps_its_newest_records_and_says_it_cut",
+        "test_the_kernels_dev_kmsg_keeps_its_newest_records_and_says_it_cut")),
+    "tests/test_hostile_marker.py",
+    *(f"tests/test_own_suites.py::{t}" for t in (
+        "test_marker_arguments", "test_marker_judges_count_memory_and_capability", "test_a_machine_wide_blocker_leads_the_reason",
+        "test_the_document_the_workers_read_round_trips", "test_one_process_diagnoses_under_the_lock",
+        "test_gpus_shared_out_to_workers", "test_the_suite_side_names_what_shared_reads")),
+    *(f"tests/test_doctor.py::{t}" for t in (
+        "test_bad_input_is_one_sentence_and_exit_2", "test_json_to_stdout_follows_the_schema",
+        "test_prometheus_textfile_on_this_host", "test_this_driverless_host", "test_benchmarks_are_a_note_not_a_failure")),
+    *(f"tests/test_hostile_compare_doctor.py::{t}" for t in (
+        "test_a_fault_of_doctors_own_is_could_not_diagnose", "test_doctor_prometheus_dash_is_standard_output",
+        "test_doctor_refuses_json_and_prometheus_on_one_file")),
+    "tests/test_merge.py::test_unusable_input_exits_2_with_one_sentence",
+    *(f"tests/test_hostile_merge.py::{t}" for t in (
+        "test_a_newer_minor_schema_is_read_and_another_major_refused_by_name", "test_a_number_of_thousands_of_digits_is_one_sentence",
+        "test_escape_sequences_in_a_host_name_never_reach_the_terminal", "test_fields_of_other_types_are_read_defensively",
+        "test_merging_a_folder_twice_leaves_out_its_own_fleet_json", "test_the_same_report_twice_is_one_host",
+        "test_two_different_reports_of_one_host_name_are_named_in_a_note")),
+    *(f"tests/test_htmlreport.py::{t}" for t in (
+        "test_machine_given_text_never_becomes_markup", "test_a_passed_check_and_a_test_that_is_not_a_check_have_empty_cells")),
 )
 
 
@@ -70,8 +143,14 @@ def mutant_patterns(modules: tuple[str, ...]) -> list[str]:
     for path in modules:
         dotted = path.removesuffix(".py").replace("/", ".")
         wanted = ONLY_FUNCTIONS.get(path)
-        patterns += [f"{dotted}.*"] if wanted is None else [f"{dotted}.x_{w}*" for w in wanted]
+        patterns += [f"{dotted}.*"] if wanted is None else [f"{dotted}.{mangled(w)}*" for w in wanted]
     return patterns
+
+
+def mangled(name: str) -> str:
+    """mutmut's name of a function (``x_name``) or a method given as ``Class.name`` (``xǁClassǁname``)."""
+    cls, _, function = name.rpartition(".")
+    return f"xǁ{cls}ǁ{function}" if cls else f"x_{name}"
 
 
 def setup_cfg(root: Path, modules: tuple[str, ...]) -> str:
@@ -109,13 +188,13 @@ def main() -> int:
             print(done.stderr, file=sys.stderr)
         totals: Counter[tuple[str, str]] = Counter()
         for line in done.stdout.splitlines():
-            m = re.match(r"\s*(gpucheck[\w.]+)\.x[_ǁ]?(\w+?)__mutmut_\d+: (\w[\w ]*)", line)
+            m = re.match(r"\s*(gpucheck[\w.]+)\.(x[_ǁ]\w+?)__mutmut_\d+: (\w[\w ]*)", line)
             if not m:
                 continue
             module, function, status = m.groups()
             path = module.replace(".", "/") + ".py"
             wanted = ONLY_FUNCTIONS.get(path)
-            if wanted is not None and not any(function.endswith(w) for w in wanted):
+            if wanted is not None and function not in {mangled(w) for w in wanted}:
                 continue
             totals[(path, "all")] += 1
             totals[(path, status.strip())] += 1

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,26 @@ import pytest
 
 from conftest import GpucheckRun
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.facts import facts_of
-from gpucheck.model import catalog
-from gpucheck.records.facts import outcome
-from gpucheck.records.parse import records, text_line
+from gpucheck.facts import (
+    ChildExit,
+    Facts,
+    HardwareFacts,
+    KernelFacts,
+    NvmlGpu,
+    PciDevice,
+    ProbeOutcome,
+    VisibilityFacts,
+    facts_of,
+)
+from gpucheck.model import UNREAD_KEY, Finding, catalog
+from gpucheck.records.facts import KernelLogRead, RecordsFacts, outcome
+from gpucheck.records.parse import KEPT, read_records, records, text_line
 from gpucheck.records.probe import read_kernel_log, read_kmsg
+from gpucheck.records.rules import LOG_IDS, not_checked, records_rules
 from gpucheck.settings import Settings
+from tests.factsbuild import make_facts
+from tests.test_nvml_rules import gpu as nvml_gpu
+from tests.test_nvml_rules import nvml_facts
 
 LOGS = Path(__file__).parent / "logs" / "kmsg"
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -441,3 +456,257 @@ def test_gsp_error_then_xid_154_through_pytest(
     outcomes = {c["nodeid"].split("::")[-1]: c["outcome"] for c in run.report["checks"]}
     assert outcomes["test_kernel_log_xid"] == "failed" and outcomes["test_gpu_reachable[GPU-0]"] == "passed"
     assert "kernel log (" in run.result.stdout.str()
+
+
+# --- the rules on facts built by hand (in-process: tests/mutation/run_mutmut.py runs these) --------------------------
+# The kernel log's own lines (tests/logs/kmsg/), moved onto the PCI addresses of the NVML GPUs of
+# tests/test_nvml_rules.py (00000000:10:00.0, :11:00.0, ...): the records the real parser reads from them, judged by
+# records_rules over facts as the diagnosis builds them.
+
+#: The real lines, on GPU-0's address (0000:10:00) unless the test moves them.
+REAL = {
+    79: "NVRM: Xid (PCI:0000:10:00): 79, GPU has fallen off the bus.",
+    48: "NVRM: Xid (PCI:0000:10:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has "
+        "been detected on GPU in the framebuffer at partition 1, subpartition 0.",
+    63: "NVRM: Xid (PCI:0000:10:00): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.",
+    64: "NVRM: Xid (PCI:0000:10:00): 64, pid='<unknown>', name=<unknown>, Dynamic Page Retirement: Blacklisting failed.",
+    74: "NVRM: Xid (PCI:0000:10:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 14(0x0, "
+        "0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+    119: "NVRM: Xid (PCI:0000:10:00): 119, pid=2357, name=nv-hostengine, Timeout waiting for RPC from GPU0 GSP! Expected "
+         "function 76 (GSP_RM_CONTROL) (0x90cc0301 0xc).",
+    120: "NVRM: Xid (PCI:0000:10:00): 120, GSP kernel exception: store access page fault (cause:0xf) @ "
+         "pc:0xffffffff93003d42, partition:4#0",
+    154: "NVRM: Xid (PCI:0000:10:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+    43: "NVRM: Xid (PCI:0000:10:00): 43, pid=1045242, name=pt_main_thread, Ch 00000008",
+    31: "NVRM: Xid (PCI:0000:10:00): 31, pid=2512125, name=python3.10, Ch 00000008, intr 00000000. MMU Fault: ENGINE "
+        "GRAPHICS GPCCLIENT_T1_8 faulted @ 0x73ac_1c000000.",
+    13: "NVRM: Xid (PCI:0000:10:00): 13, Graphics Exception: ESR 0x5067b0=0x9 0x5067b4=0x24 0x5067a8=0x4c1eb72",
+    62: "NVRM: Xid (PCI:0000:10:00): 62, 223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca 2063f48c",
+}
+#: The nvtrust report's SXid 22013 (tests/logs/kmsg/sxid-nvtrust-124.log), its event once Non-fatal, once Fatal.
+SXID_NONFATAL = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt"
+SXID_FATAL = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Fatal, Link 44 Minion Link DLREQ interrupt"
+OK_EXIT = ChildExit("ok", 0, None, 1.0, (), "write facts", None)
+
+
+def at(line: str, bus: str) -> str:
+    """A real line moved onto another PCI address (``0000:11:00``)."""
+    return line.replace("0000:10:00", bus)
+
+
+def hand_facts(messages: list[str], gpus: list[NvmlGpu] | None = None, *, switches: int = 0, exit: ChildExit = OK_EXIT,
+               unfinished: str | None = None, keep: int | None = None, source: str | None = "/dev/kmsg",
+               nvml_links: list[Any] | None = None) -> Facts:
+    """Facts of a machine with ``gpus`` (NVML; two A100s by default) and ``switches`` NVSwitches on its PCI bus, whose
+    records child read ``messages`` (one a second, from 1000 s after boot) as the real child does (``read_records``)."""
+    gpus = [nvml_gpu(0), nvml_gpu(1)] if gpus is None else gpus
+    read = read_records([text_line(f"[{1000 + i}.000000] {m}") for i, m in enumerate(messages)],
+                        *(() if keep is None else (keep,)))
+    rf = RecordsFacts(KernelLogRead(source, unfinished=unfinished), read.xids, dropped=read.dropped,
+                      application_processes=read.application_processes, uncatalogued=read.uncatalogued,
+                      kept=KEPT if keep is None else keep)
+    nvswitch = tuple(PciDevice(f"0000:{5 + i:02x}:00.0", "0x10de", "0x22a3", "0x068000", "nvidia") for i in range(switches))
+    return make_facts(
+        hardware=HardwareFacts("/sys/bus/pci/devices", True, None, 8, False, nvswitch, ()),
+        kernel=KernelFacts("/proc/driver/nvidia/version", None, "550.54.15", None, (), True, ()),
+        visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
+        cuda=ProbeOutcome("cuda", OK_EXIT, None),
+        nvml=ProbeOutcome("nvml", OK_EXIT, nvml_facts(gpus, nvml_links)),
+        records=ProbeOutcome("records", exit, rf if exit.status == "ok" else None),
+    )
+
+
+def judge(messages: list[str], gpus: list[NvmlGpu] | None = None, **kw: Any) -> list[Finding]:
+    return records_rules(hand_facts(messages, gpus, **kw), Settings(framework="none"))
+
+
+def by_id(found: list[Finding]) -> dict[str, list[Finding]]:
+    out: dict[str, list[Finding]] = {}
+    for f in found:
+        out.setdefault(f.id, []).append(f)
+    return out
+
+
+@pytest.mark.parametrize(("code", "cause", "severity"), [
+    (79, "gpu-lost", "blocker"), (48, "ecc-errors", "degraded"), (63, "ecc-errors", "degraded"),
+    (64, "ecc-errors", "blocker"), (74, "nvlink-degraded", "degraded"), (119, "gsp-firmware-error", "blocker"),
+    (120, "gsp-firmware-error", "blocker"),
+])
+def test_a_hardware_xid_names_its_cause_on_the_gpu_at_its_address(code: int, cause: str, severity: str) -> None:
+    """The hardware-class codes name a cause of their own (the module's docstring), on NVML's GPU at the record's PCI
+    address; on an address no GPU has, on no GPU; the evidence counts the records and names the GPU."""
+    (f,) = judge([REAL[code]])
+    assert (f.id, f.severity.value, f.subject) == (cause, severity, "GPU-0")
+    assert f.evidence["gpu"] == 0 and f.evidence["pci"] == "0000:10:00" and f.evidence["records"] == 1
+    assert [x["xid"] for x in f.evidence["xids"]] == [code]
+    (g,) = judge([at(REAL[code], "0000:11:00")])
+    assert (g.id, g.subject, g.evidence["gpu"]) == (cause, "GPU-1", 1)
+    (h,) = judge([at(REAL[code], "0000:99:00")])
+    assert (h.id, h.severity.value, h.subject, h.evidence["gpu"]) == (cause, severity, None, None)
+    assert "The GPU at PCI 0000:99:00" in h.summary
+
+
+def test_a_gpu_lost_of_unknown_address_is_the_one_the_log_names() -> None:
+    """A GPU NVML cannot reach has no bus id: the one lost GPU of unknown address is the one an Xid 79 names; of two
+    such, neither is."""
+    from gpucheck.facts import NvmlError
+    lost = nvml_gpu(1, handle_error=NvmlError("nvmlDeviceGetHandleByIndex_v2", "failed", 15, "NVML_ERROR_GPU_IS_LOST", None),
+                    pci_bus_id=None)
+    assert [f.id for f in judge([at(REAL[79], "0000:11:00")], [nvml_gpu(0), lost])] == []  # NVML says it already
+    assert [f.subject for f in judge([at(REAL[48], "0000:11:00")], [nvml_gpu(0), lost])] == ["GPU-1"]
+    other = nvml_gpu(2, handle_error=lost.handle_error, pci_bus_id=None)
+    assert [f.subject for f in judge([at(REAL[48], "0000:11:00")], [nvml_gpu(0), lost, other])] == [None]
+    reachable = nvml_gpu(1, pci_bus_id=None)
+    assert [f.subject for f in judge([at(REAL[48], "0000:11:00")], [nvml_gpu(0), reachable])] == [None]
+
+
+def test_what_nvml_already_says_is_not_said_twice() -> None:
+    """Xid 79 on a GPU NVML reports lost is NVML's gpu-lost alone; a log's ECC record where NVML's counters make
+    an ecc-errors at least as severe is a note of when; a log's Xid 64 (remap failed) keeps its own blocker beside
+    NVML's degraded counters; an Xid 79 with other records makes no finding of those either (the GPU is gone)."""
+    from gpucheck.facts import NvmlEcc, NvmlError, RemappedRows
+    lost = nvml_gpu(0, handle_error=NvmlError("nvmlDeviceGetHandleByIndex_v2", "failed", 15, "NVML_ERROR_GPU_IS_LOST", None))
+    assert judge([REAL[79]], [lost, nvml_gpu(1)]) == []
+    assert judge([REAL[79], REAL[43], REAL[62]], [lost, nvml_gpu(1)]) == []
+    counted = nvml_gpu(0, ecc=NvmlEcc(True, True, 2, 2))
+    (note,) = judge([REAL[48]], [counted, nvml_gpu(1)])
+    assert (note.id, note.severity.value, note.subject) == ("xid-recorded", "info", "GPU-0")
+    (own,) = judge([REAL[64]], [counted, nvml_gpu(1)])
+    assert (own.id, own.severity.value) == ("ecc-errors", "blocker")
+    failed = nvml_gpu(0, remapped_rows=RemappedRows(0, 1, False, True))
+    (note64,) = judge([REAL[64]], [failed, nvml_gpu(1)])
+    assert note64.id == "xid-recorded"
+    (lost_log,) = judge([REAL[79], REAL[43]])
+    assert lost_log.id == "gpu-lost" and [x["xid"] for x in lost_log.evidence["also_logged"]] == [43]
+
+
+def test_xid_154_asks_for_what_the_driver_says_newest_first() -> None:
+    """Xid 154 is the recovery action of every finding of its GPU, or xid-recovery-required (a blocker) where nothing
+    else names the fault; back to 0x0 (None) it asks for nothing; of two, the newest counts."""
+    (alone,) = judge([REAL[154]])
+    assert (alone.id, alone.severity.value, alone.subject, alone.action) == (
+        "xid-recovery-required", "blocker", "GPU-0", "reset-gpu")
+    assert alone.evidence["recovery_action"] == "0x1 (GPU Reset Required)" and alone.evidence["records"] == 1
+    assert "no other Xid" in alone.summary
+    after = judge([REAL[62], REAL[154]])
+    assert [(f.id, f.evidence["records"]) for f in after] == [("xid-recovery-required", 2)]
+    assert "after Xid 62" in after[0].summary
+    (gsp,) = judge([REAL[120], REAL[154]])
+    assert gsp.id == "gsp-firmware-error" and gsp.evidence["recovery_action"] == "0x1 (GPU Reset Required)"
+    assert gsp.evidence["xid_154"]["xid"] == 154 and gsp.action == "reset-gpu"
+    back = REAL[154].replace("from 0x0 (None) to 0x1 (GPU Reset Required)", "from 0x1 (GPU Reset Required) to 0x0 (None)")
+    assert judge([back]) == []
+    reboot = REAL[154].replace("to 0x1 (GPU Reset Required)", "to 0x2 (Node Reboot Required)")
+    (newest,) = judge([REAL[154], reboot])
+    assert newest.evidence["recovery_action"] == "0x2 (Node Reboot Required)" and newest.action == "reboot"
+    # Two records the parser keeps apart (two processes named): the one of the later time wins, whatever the order.
+    older = judge([f"{reboot} pid=1", f"{REAL[154]} pid=2"])
+    assert older[0].evidence["recovery_action"] == "0x1 (GPU Reset Required)"
+
+
+def test_a_programs_fault_is_a_note_only_where_nothing_else_is_wrong() -> None:
+    """Xid 13/31/43 naming the process are xid-application-fault (info), one per GPU, its processes counted; with a
+    record of no cause of its own on the GPU (Xid 62) only notes; unnamed, a note per code."""
+    (app,) = judge([REAL[43], REAL[31], at(REAL[31], "0000:11:00")][:2])
+    assert (app.id, app.severity.value, app.subject, app.evidence["records"]) == ("xid-application-fault", "info",
+                                                                                  "GPU-0", 2)
+    assert "pt_main_thread (pid 1045242), python3.10 (pid 2512125) faulted on it (Xid 31, 43)" in app.summary
+    mixed = judge([REAL[43], REAL[62]])
+    assert [(f.id, f.severity.value) for f in mixed] == [("xid-recorded", "info")]
+    assert mixed[0].evidence["codes"] == {"62": 1}
+    unnamed = judge([REAL[13], REAL[13], REAL[43]])
+    assert [(f.id, f.evidence.get("codes")) for f in unnamed] == [("xid-application-fault", None),
+                                                                   ("xid-recorded", {"13": 2})]
+    two = judge([REAL[43], at(REAL[43], "0000:11:00")])
+    assert [(f.id, f.subject) for f in two] == [("xid-application-fault", "GPU-0"), ("xid-application-fault", "GPU-1")]
+
+
+def test_codes_not_in_the_catalog_are_one_note_and_the_dropped_records_are_counted() -> None:
+    """Codes NVIDIA's catalog has not are one note per GPU with each code's count; what the child did not keep is
+    counted in the findings' records and processes."""
+    unknown = [REAL[62].replace(" 62, ", f" {c}, ") for c in (998, 999, 998)]
+    (note,) = judge(unknown)
+    assert (note.id, note.evidence["codes"], note.evidence["records"]) == ("xid-recorded", {"998": 2, "999": 1}, 2)
+    assert "Xid 998, 999 (not in NVIDIA" in note.summary
+    many = [f"NVRM: Xid (PCI:0000:10:00): 43, pid={1000 + i}, name=python3, Ch 00000008" for i in range(30)]
+    (app,) = judge(many, keep=20)
+    assert app.evidence["records"] == 30 and len(app.evidence["xids"]) == 20
+    assert "and 10 more faulted on it" in app.summary
+    folded = [REAL[62].replace(" 62, ", f" {2000 + c}, ") for c in range(25)]
+    (codes,) = judge(folded, keep=20)
+    assert codes.evidence["records"] == 25 and len(codes.evidence["codes"]) == 20
+    assert "and 5 more (not in NVIDIA" in codes.summary
+    pending = judge([*folded, REAL[154]], keep=20)
+    assert pending[0].id == "xid-recovery-required" and pending[0].evidence["records"] == 26
+    assert "and 5 more" in pending[0].summary
+
+
+def test_a_log_of_more_addresses_than_gpus_is_judged_for_64_and_counted_for_the_rest() -> None:
+    """NVML's GPUs first, then the log's order: the first 64 addresses are judged one by one, the others one note
+    with their records counted."""
+    lines = [at(REAL[43], f"0000:{0x20 + i:02x}:00") for i in range(70)] + [REAL[79]]
+    found = judge(lines)
+    assert found[0].id == "gpu-lost" and found[0].subject == "GPU-0"
+    assert len(found) == 65 and [f.id for f in found[1:64]] == ["xid-application-fault"] * 63
+    rest = found[64]
+    assert (rest.id, rest.severity.value, rest.evidence["records"]) == ("xid-recorded", "info", 7)
+    assert "names 71 PCI addresses" in rest.summary and "the last 7 are counted" in rest.summary
+    assert len(judge([*lines[:63], REAL[79]])) == 64
+
+
+def test_an_sxid_is_judged_per_switch_and_is_a_note_where_no_nvswitch_is() -> None:
+    """An SXid the driver calls Fatal, the guide calls always fatal, or that stalls traffic is nvlink-degraded on its
+    NVSwitch (a reboot); a non-fatal one a note; one finding per switch and id, its codes counted. Where no NVSwitch
+    is on the readable PCI bus, any SXid is a note that asks for nothing."""
+    (fatal,) = judge([SXID_FATAL], switches=4)
+    assert (fatal.id, fatal.severity.value, fatal.subject) == ("nvlink-degraded", "degraded", "NVSwitch 0000:04:00.0")
+    assert fatal.evidence["recovery_action"] == "reboot" and fatal.action == "reboot" and fatal.evidence["fatal"] is True
+    (note,) = judge([SXID_NONFATAL], switches=4)
+    assert (note.id, note.severity.value, note.evidence["fatal"]) == ("xid-recorded", "info", False)
+    always = SXID_FATAL.replace("22013, Fatal", "12020, Non-fatal")
+    stalls = SXID_FATAL.replace("22013, Fatal", "11004, Non-fatal")
+    (both,) = judge([always, stalls], switches=4)
+    assert both.id == "nvlink-degraded" and both.evidence["codes"] == {"12020": 1, "11004": 1}
+    assert both.evidence["records"] == 2
+    other = judge([always, stalls.replace("(PCI:0000:04:00.0)", "(PCI:0000:05:00.0)")], switches=4)
+    assert [f.subject for f in other] == ["NVSwitch 0000:04:00.0", "NVSwitch 0000:05:00.0"]
+    (switchless,) = judge([SXID_FATAL])
+    assert (switchless.id, switchless.severity.value, switchless.action) == ("xid-recorded", "info", "none")
+    assert "recovery_action" not in switchless.evidence and switchless.subject == "NVSwitch 0000:04:00.0"
+    assert "No NVSwitch is on this machine's PCI bus" in switchless.summary
+
+
+@pytest.mark.parametrize(("exit_", "said"), [
+    (ChildExit("crashed", None, "SIGKILL", 1.0, (), "read kmsg", None), "died (SIGKILL)"),
+    (ChildExit("crashed", 1, None, 1.0, (), "read kmsg", "Traceback"), "died (exit code 1: Traceback)"),
+    (ChildExit("timeout", None, "SIGKILL", 60.0, (), "read kmsg", "60 s"), "was killed at its time limit (60 s)"),
+    (ChildExit("error", None, None, 0.0, (), None, "fork failed"), "could not start (fork failed)"),
+])
+def test_a_records_probe_that_did_not_finish_is_records_unread(exit_: ChildExit, said: str) -> None:
+    """A records probe that crashed, was killed or timed out: records-unread (degraded), whose evidence says the
+    kernel log was not read (what makes doctor exit 2): never no finding."""
+    (f,) = judge([REAL[79]], exit=exit_)
+    assert (f.id, f.severity.value) == ("records-unread", "degraded")
+    assert f.evidence[UNREAD_KEY] == "kernel log" and said in f.summary
+    assert not_checked(hand_facts([], exit=exit_), Settings()) == dict.fromkeys(
+        LOG_IDS, f"the records probe ended {exit_.status} before it said anything")
+
+
+def test_a_log_read_no_further_is_records_unread_beside_what_was_read() -> None:
+    unread, lost = judge([REAL[79]], unfinished="/dev/kmsg never ended")
+    assert (unread.id, unread.evidence[UNREAD_KEY], unread.evidence["unfinished"]) == (
+        "records-unread", "kernel log", "/dev/kmsg never ended")
+    assert "read /dev/kmsg no further: /dev/kmsg never ended" in unread.summary and lost.id == "gpu-lost"
+    assert [f.id for f in judge([REAL[79]])] == ["gpu-lost"]
+
+
+def test_the_kernel_log_not_looked_at_says_why() -> None:
+    facts = hand_facts([])
+    assert not_checked(facts, Settings()) == {}
+    none_read = replace(hand_facts([], source=None), units={**facts.units, "records": ProbeOutcome(
+        "records", OK_EXIT, RecordsFacts(KernelLogRead(None, ("/dev/kmsg: PermissionError", "journalctl: not found"))))})
+    assert not_checked(none_read, Settings()) == dict.fromkeys(
+        LOG_IDS, "the kernel log could not be read: /dev/kmsg: PermissionError; journalctl: not found")
+    not_run = replace(facts, units={**facts.units, "records": None}, not_run={"records": "no NVIDIA GPU"})
+    assert not_checked(not_run, Settings()) == dict.fromkeys(LOG_IDS, "no NVIDIA GPU")
+    assert records_rules(not_run, Settings()) == []

@@ -93,45 +93,71 @@ TESTS = (
     "tests/test_compare.py::test_mann_whitney_matches_scipy",
     "tests/test_compare_shift.py",
     "tests/test_compare_contracts.py",
-    # issue 37: the in-process tests (those conftest.py does not mark slow) of the kernel log, the marker, the
-    # shared run, doctor, merge and pytest-html
+    # issue 37: the in-process tests of the kernel log, the marker, the shared run, doctor, merge and pytest-html (their
+    # other tests run a command or pytest in a child, where no mutant lives)
     *(f"tests/test_records_bound.py::{t}" for t in (
         "test_the_bound_is_at_least_what_a_finding_lists", "test_the_facts_of_16000_processes_hold_the_bound_and_count_the_rest",
         "test_a_process_that_faults_again_is_newest_by_its_last_record", "test_follow_ups_are_dropped_apart_and_say_so",
-        "test_processes_of_several_codes_are_counted_once", "test_thousands_of_codes_not_in_the_catalog_are_counted_together")),
+        "test_processes_of_several_codes_are_counted_once", "test_thousands_of_codes_not_in_the_catalog_are_counted_together",
+        "test_a_record_naming_only_its_pid_or_only_its_name_is_a_process_of_its_own",
+        "test_what_is_dropped_keeps_its_times_or_says_it_has_none", "test_follow_ups_alone_make_no_count_of_a_programs_processes",
+        "test_the_newest_codes_not_in_the_catalog_are_kept_by_their_last_record",
+        "test_folded_codes_count_what_was_dropped_of_them_with_its_times",
+        "test_a_154_without_a_recovery_action_in_its_words_has_none")),
     *(f"tests/test_hostile_records.py::{t}" for t in (
         "test_a_record_the_parser_cannot_read_is_skipped_and_counted", "test_an_impossible_kmsg_stamp_is_no_time",
-        "test_no_kernel_log_makes_the_parser_raise", "test_the_tail_counts_what_it_drops_and_skips")),
+        "test_a_kmsg_record_is_its_first_line_after_the_first_semicolon_at_its_stamp",
+        "test_a_records_words_are_what_follows_its_pid_and_name",
+        "test_no_kernel_log_makes_the_parser_raise", "test_the_tail_counts_what_it_drops_and_skips",
+        "test_the_tail_keeps_the_newest_bytes_and_never_a_cut_line",
+        "test_a_kmsg_file_says_what_it_skipped_and_reads_no_continuation_line",
+        "test_the_kernels_dev_kmsg_is_read_past_overwritten_records_to_its_end",
+        "test_a_dev_kmsg_that_never_ends_is_read_to_a_bound_and_said")),
     *(f"tests/test_kernel_log.py::{t}" for t in (
         "test_a_fifo_in_place_of_dev_kmsg_is_refused_not_waited_on", "test_dev_kmsg_records_of_this_machine_parse_as_kmsg",
         "test_every_log_of_the_corpus_is_in_the_index_and_parsed_here", "test_no_kmsg_in_a_host_view_is_not_checked_with_the_reason",
         "test_real_lines_read_back_from_a_fake_dev_kmsg", "test_this_machines_dev_kmsg_is_read_to_its_end_and_returns",
-        "test_xid_154_keeps_the_recovery_action_it_changed_to")),
+        "test_xid_154_keeps_the_recovery_action_it_changed_to",
+        # the rules over facts built by hand
+        "test_a_hardware_xid_names_its_cause_on_the_gpu_at_its_address",
+        "test_a_gpu_lost_of_unknown_address_is_the_one_the_log_names", "test_what_nvml_already_says_is_not_said_twice",
+        "test_xid_154_asks_for_what_the_driver_says_newest_first",
+        "test_a_programs_fault_is_a_note_only_where_nothing_else_is_wrong",
+        "test_codes_not_in_the_catalog_are_one_note_and_the_dropped_records_are_counted",
+        "test_a_log_of_more_addresses_than_gpus_is_judged_for_64_and_counted_for_the_rest",
+        "test_an_sxid_is_judged_per_switch_and_is_a_note_where_no_nvswitch_is",
+        "test_a_records_probe_that_did_not_finish_is_records_unread",
+        "test_a_log_read_no_further_is_records_unread_beside_what_was_read", "test_the_kernel_log_not_looked_at_says_why")),
     *(f"tests/test_nvlink5_records.py::{t}" for t in (
         "test_a_hostile_line_is_no_record", "test_each_record_read_back_with_its_subcode_fatality_and_resolution")),
     "tests/test_actions.py::test_recovery_action_as_the_driver_and_nvml_give_it",
     *(f"tests/test_promises.py::{t}" for t in (
         "test_a_long_kmsg_file_keeps_its_newest_records_and_says_it_cut",
         "test_the_kernels_dev_kmsg_keeps_its_newest_records_and_says_it_cut")),
-    "tests/test_hostile_marker.py",
+    *(f"tests/test_hostile_marker.py::{t}" for t in (
+        "test_parse_need_refuses_it_in_a_bounded_sentence", "test_each_refusal_is_one_sentence_naming_the_value",
+        "test_a_marker_is_read_as_written")),
     *(f"tests/test_own_suites.py::{t}" for t in (
         "test_marker_arguments", "test_marker_judges_count_memory_and_capability", "test_a_machine_wide_blocker_leads_the_reason",
-        "test_the_document_the_workers_read_round_trips", "test_one_process_diagnoses_under_the_lock",
-        "test_gpus_shared_out_to_workers", "test_the_suite_side_names_what_shared_reads")),
+        "test_the_gpus_a_marked_test_sees_are_the_frameworks_with_the_drivers_facts",
+        "test_a_worker_sees_its_own_gpus_numbered_from_0", "test_a_gpu_fits_by_memory_and_compute_capability",
+        "test_the_reason_a_marked_test_does_not_run",
+        "test_the_document_the_workers_read_round_trips", "test_every_part_of_the_diagnosis_a_worker_reads_is_the_controllers",
+        "test_one_process_diagnoses_under_the_lock", "test_gpus_shared_out_to_workers",
+        "test_each_worker_gets_its_share_of_the_gpus_and_diagnoses_the_whole_run",
+        "test_the_suite_side_names_what_shared_reads")),
     *(f"tests/test_doctor.py::{t}" for t in (
-        "test_bad_input_is_one_sentence_and_exit_2", "test_json_to_stdout_follows_the_schema",
-        "test_prometheus_textfile_on_this_host", "test_this_driverless_host", "test_benchmarks_are_a_note_not_a_failure")),
-    *(f"tests/test_hostile_compare_doctor.py::{t}" for t in (
-        "test_a_fault_of_doctors_own_is_could_not_diagnose", "test_doctor_prometheus_dash_is_standard_output",
-        "test_doctor_refuses_json_and_prometheus_on_one_file")),
-    "tests/test_merge.py::test_unusable_input_exits_2_with_one_sentence",
-    *(f"tests/test_hostile_merge.py::{t}" for t in (
-        "test_a_newer_minor_schema_is_read_and_another_major_refused_by_name", "test_a_number_of_thousands_of_digits_is_one_sentence",
-        "test_escape_sequences_in_a_host_name_never_reach_the_terminal", "test_fields_of_other_types_are_read_defensively",
-        "test_merging_a_folder_twice_leaves_out_its_own_fleet_json", "test_the_same_report_twice_is_one_host",
-        "test_two_different_reports_of_one_host_name_are_named_in_a_note")),
+        "test_doctors_exit_status_is_usable_not_usable_or_not_diagnosed",
+        "test_the_prometheus_textfile_names_the_verdict_action_findings_and_root_cause",
+        "test_the_summary_names_the_root_cause_and_each_other_fault", "test_one_file_for_both_outputs_is_the_same_file")),
+    *(f"tests/test_merge.py::{t}" for t in (
+        "test_what_merge_reads_of_a_hosts_report", "test_a_degraded_report_without_a_root_cause_names_its_lowest_degraded_finding",
+        "test_a_report_merge_cannot_read_is_one_sentence", "test_merge_counts_each_report_once_and_names_what_it_left_out",
+        "test_the_fleet_groups_drift_and_exit_status")),
     *(f"tests/test_htmlreport.py::{t}" for t in (
-        "test_machine_given_text_never_becomes_markup", "test_a_passed_check_and_a_test_that_is_not_a_check_have_empty_cells")),
+        "test_machine_given_text_never_becomes_markup", "test_a_passed_check_and_a_test_that_is_not_a_check_have_empty_cells",
+        "test_the_cells_of_a_failed_a_blocked_and_a_not_checked_check",
+        "test_the_summary_is_the_terminals_coloured_as_there_every_line_escaped")),
 )
 
 

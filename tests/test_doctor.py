@@ -392,9 +392,13 @@ def test_one_file_for_both_outputs_is_the_same_file(tmp_path: Path) -> None:
     """--json and --prometheus may not end in one file: standard output twice, one path, a path and a link to it."""
     report = tmp_path / "r.json"
     (tmp_path / "link.json").symlink_to(report)
+    assert _same_file(str(report), str(tmp_path / "link.json"))  # a new file, and a link to it
+    report.write_text("{}")
     assert _same_file("-", "-") and not _same_file("-", str(report)) and not _same_file(str(report), "-")
     assert _same_file(str(report), str(tmp_path / "." / "r.json"))
     assert _same_file(str(report), str(tmp_path / "link.json"))
     assert not _same_file(str(report), str(tmp_path / "other.prom"))
     assert not _same_file("/dev/null", "/dev/null")  # a device takes both
     assert _same_file(str(tmp_path / "new.txt"), str(tmp_path / "new.txt"))  # a file not there yet, named twice
+    assert not _same_file("-", str(Path("-").absolute()))  # standard output is not a file named "-"
+    assert not _same_file(str(tmp_path), str(tmp_path))  # a folder takes neither (each is refused on its own)

@@ -43,6 +43,8 @@ SENTENCES: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
     ((4097,), {}, "@pytest.mark.gpu(count=...) must be a whole number of GPUs of at most 4096, not 4097"),
     ((), {"min_memory": [8]}, "@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not [8]"),
     ((), {"min_memory": True}, "@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not True"),
+    ((), {"min_memory": "lots"}, "@pytest.mark.gpu(min_memory=...) must be an amount of memory like 2GiB, 512MiB or a "
+                                 "percentage like 10% (got 'lots')"),
     ((), {"min_memory": "50%"}, "@pytest.mark.gpu(min_memory=...) must be an absolute amount, not a share "
                                 "(got '50%')"),
     ((), {"compute_capability": "sm_80"}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not 'sm_80'"),

@@ -119,6 +119,84 @@ def test_a_records_words_are_what_follows_its_pid_and_name() -> None:
     assert (no_name.pid, no_name.process, no_name.first_text) == (1896, None, "Row Remapper: New row marked")
 
 
+def real(name: str) -> list[Line]:
+    return [text_line(ln) for ln in (LOGS / name).read_text().splitlines()]
+
+
+def test_real_logs_read_back_record_by_record() -> None:
+    """Every field of the records of real logs (tests/logs/kmsg/INDEX.md): an SXid event counted by its words (or by
+    its ``Data {...}`` lines where it printed none, its ``Severity`` line never), with its switch and its first and
+    last words and times; an Xid's process, the words after its pid and name, the recovery action of an Xid 154."""
+    from gpucheck.records.facts import XidRecord
+
+    nvtrust = "Non-fatal, Link {} Minion Link DLREQ interrupt"
+    assert parse_records(real("sxid-nvtrust-124.log")) == ((XidRecord(
+        "SXid", 22013, "0000:04:00.0", None, None, 2, 38.175561, 38.18783, nvtrust.format(44), nvtrust.format(45),
+        switch="nvidia-nvswitch3"),), 0)
+    data = ("Data {0x000001c0, 0x00bd5c8a, 0x00000500, 0x00000064, 0x00000000, 0x40008000, 0x5a001100, 0x00000000, "
+            "0x00000000}")
+    assert parse_records(real("sxid-gpud-338.log")) == ((XidRecord(
+        "SXid", 12028, "0000:84:00.0", None, None, 1, None, None, data, data, switch="nvidia-nvswitch1"),), 0)
+    reset = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    halt = "223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca 2063f48c"
+    assert parse_records(real("xid62-154-45-nvidia-forum-364958.log"))[0] == (
+        XidRecord("Xid", 62, "0000:01:00", None, None, 1, None, None, halt, halt),
+        XidRecord("Xid", 154, "0000:01:00", None, None, 1, None, None, reset, reset, "0x1 (GPU Reset Required)"),
+        XidRecord("Xid", 45, "0000:01:00", 12542, "VLLM::Worker", 1, None, None, "channel 0x00000002",
+                  "channel 0x00000002"),
+    )
+    (ch43, _, ch31, ecc94), _ = parse_records(real("xid31-43-94-akash-244.log"))
+    assert (ch43.pid, ch43.process, ch43.first_text) == (1045242, "pt_main_thread", "Ch 00000008")
+    assert ch31.first_text.startswith("Ch 00000008, intr 00000000. MMU Fault")
+    assert (ecc94.pid, ecc94.process, ecc94.first_text) == (None, None, "Contained: SM (0x1). RST: No, D-RST: No")
+
+
+def test_a_record_seen_again_keeps_its_first_and_takes_its_last() -> None:
+    """The same record again: counted, its last words and time the newest (a line without a stamp keeps the time
+    before), a newer recovery action kept (a 154 without one keeps the older), Fatal once Fatal for good; an SXid
+    event of two ``Data`` lines and no words counts two; an Xid 154 is the only code read for a recovery action."""
+    sxid = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, {}"
+    lines = [Line("NVRM: Xid (PCI:0000:07:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset "
+                  "Required)", 10.0),
+             Line("NVRM: Xid (PCI:0000:07:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x2 "
+                  "(Node Reboot Required)", None),
+             Line("NVRM: Xid (PCI:0000:07:00): 154, words of another kind", 30.0),
+             Line(sxid.format("Fatal, Link 44 Minion Link DLREQ interrupt"), 1.0),
+             Line(sxid.format("Non-fatal, Link 45 Minion Link DLREQ interrupt"), 2.0),
+             Line(sxid.format("Severity 0 Engine instance 45 Sub-engine instance 00"), 3.0),
+             Line(sxid.replace("22013", "12028").format("Data {0x1}"), 4.0),
+             Line(sxid.replace("22013", "12028").format("Data {0x2}"), 5.0),
+             Line(sxid.replace("22013", "12028").format("Severity 1"), 6.0),
+             Line("NVRM: Xid (PCI:0000:07:00): 13, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset "
+                  "Required)", 7.0)]
+    (xid154, fatal, data, x13), unreadable = parse_records(lines)
+    assert unreadable == 0
+    assert (xid154.count, xid154.first_s, xid154.last_s, xid154.recovery_action) == (3, 10.0, 30.0,
+                                                                                     "0x2 (Node Reboot Required)")
+    assert xid154.last_text == "words of another kind" and xid154.fatal is False and xid154.switch is None
+    assert (fatal.count, fatal.fatal, fatal.first_s, fatal.last_s) == (2, True, 1.0, 2.0)
+    assert fatal.first_text.startswith("Fatal") and fatal.last_text.startswith("Non-fatal")
+    assert (data.count, data.first_s, data.last_s, data.first_text, data.switch, data.fatal) == (
+        2, 4.0, 4.0, "Data {0x1}", "nvidia-nvswitch3", False)
+    assert (x13.recovery_action, x13.fatal) == (None, False)
+    first_late = parse_records([Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", None),
+                                Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", 5.0)])[0][0]
+    assert (first_late.first_s, first_late.last_s) == (None, 5.0)
+    lone = parse_records([Line(sxid.format("Severity 0 Engine instance 45"), 9.0)])[0][0]
+    assert (lone.count, lone.first_s, lone.last_s) == (1, 9.0, 9.0)
+
+
+def test_the_bounds_of_a_pid_a_name_and_a_stamp() -> None:
+    """A pid of 10 digits is read, of 11 not; a process name is cut at 64 characters; a century of uptime is the
+    last stamp read."""
+    from gpucheck.records.parse import process, since_boot
+
+    assert process("pid=" + "9" * 10 + ", name=x") == (9_999_999_999, "x")
+    assert parse_records([text_line(XID13.format(pid="9" * 11))]) == ((), 1)
+    assert process("pid=1, name=" + "n" * 100 + ", words") == (1, "n" * 64)
+    assert since_boot(MAX_UPTIME_S) == MAX_UPTIME_S and since_boot(0.0) == 0.0 and since_boot(-0.5) is None
+
+
 def test_a_gsp_error_beside_hostile_records_is_still_named(
     tmp_path: Path, fake_machine: Callable[[dict[str, Any]], Path]
 ) -> None:

@@ -324,3 +324,25 @@ def test_the_cells_of_a_failed_a_blocked_and_a_not_checked_check() -> None:
     assert cause_and_remedy(Decision("skipped", "blocked by ecc-errors", blocked_by=ecc))[0] == (
         "blocked by <b>ecc-errors</b> (GPU-1) [health]: s")
     assert cause_and_remedy(Decision("skipped", "not checked: no kernel log")) == ("not checked: no kernel log", "")
+
+
+def test_the_summary_shows_the_machines_header_lines_but_not_the_verdict_twice() -> None:
+    """With the machine's facts: its header lines (what is on the bus, the driver, the framework, the GPUs' numbers),
+    each a paragraph, less the terminal's own verdict line (the page's title says it); then the lines in a ``pre``."""
+    from gpucheck.diagnosis import Result
+    from gpucheck.htmlreport import summary_html
+    from gpucheck.report import header_lines
+    from tests.test_kernel_log import hand_facts
+
+    result = Result(hand_facts([]), {}, (), None, "accelerated", (), True)
+    header = [line for line in header_lines(result) if not line.startswith("gpucheck verdict:")]
+    assert len(header) >= 2 and len(header) == len(header_lines(result)) - 1
+    page = summary_html(result)
+    assert page == (
+        '<div class="gpucheck-summary" id="gpucheck"><p class="gpucheck-verdict" style="font-size:1.3em;'
+        'font-weight:bold;color:#2e7d32">gpucheck verdict: accelerated</p>'
+        + "".join(f'<p class="gpucheck-header">{html.escape(line)}</p>' for line in header)
+        + '<pre class="gpucheck-lines" style="white-space:pre-wrap;color:#222;border:1px solid #ddd;padding:6px;'
+        'background:#fafafa">' + page.split('background:#fafafa">', 1)[1].removesuffix("</pre></div>") + "</pre></div>"
+    )
+    assert page.endswith("</pre></div>") and "gpucheck verdict: accelerated</p>" in page

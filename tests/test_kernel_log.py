@@ -710,3 +710,136 @@ def test_the_kernel_log_not_looked_at_says_why() -> None:
     not_run = replace(facts, units={**facts.units, "records": None}, not_run={"records": "no NVIDIA GPU"})
     assert not_checked(not_run, Settings()) == dict.fromkeys(LOG_IDS, "no NVIDIA GPU")
     assert records_rules(not_run, Settings()) == []
+    unsaid = replace(facts, units={**facts.units, "records": None})
+    assert not_checked(unsaid, Settings()) == dict.fromkeys(LOG_IDS, "the records probe did not run")
+
+
+def shown(f: Finding) -> dict[str, Any]:
+    """A finding as the report shows it, less the records it lists (``xids``, ``also_logged``, ``xid_154``)."""
+    out = f.to_json()
+    out["evidence"] = {k: v for k, v in out["evidence"].items() if k not in ("xids", "also_logged", "xid_154")}
+    return out
+
+
+A100_0 = "GPU 0 (NVIDIA A100 80GB PCIe, 00000000:10:00.0)"
+ON_GPU_0 = {"gpu": 0, "pci": "0000:10:00", "source": "kernel log"}
+SXID_MEANING = ("NVSwitch errors the nvidia-nvswitch driver logs as SXid; a Fatal one stalls the NVLink traffic through "
+                "that switch (the GPUs' CUDA jobs abort with Xid 45) until the system is restarted to reset the GPUs and "
+                "NVSwitches (Fabric Manager user guide, 'NVSwitch SXid errors').")
+SXID_22013 = {"sxid": 22013, "name": "Minion Link DLREQ interrupt", "class": "non-fatal",
+              "impact": "This SXid can be safely ignored.", "nvswitch": "nvidia-nvswitch3", "pci": "0000:04:00.0",
+              "count": 1, "first_s": 1000.0, "last_s": 1000.0}
+
+
+def test_an_sxid_finding_as_the_report_shows_it() -> None:
+    """The words and evidence of an NVSwitch's SXid: the driver's Fatal (with a restart), the guide's classes, the
+    guide's impact where it is this record's; a code the guide does not list is a note with the guide's meaning."""
+    (fatal,) = judge([SXID_FATAL], switches=4)
+    assert shown(fatal) == {
+        "id": "nvlink-degraded", "severity": "degraded", "layer": "health", "action": "reboot",
+        "subject": "NVSwitch 0000:04:00.0",
+        "summary": "NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a Fatal SXid, 22013 (Minion Link DLREQ interrupt): "
+                   "NVLink traffic through it stalls, 1 time this boot, 1000 s to 1000 s after boot.",
+        # Not the guide's "can be safely ignored" of the code's non-fatal form, under a finding that drains the node.
+        "cause": f"{SXID_MEANING} The Fabric Manager guide lists SXid 22013 as non-fatal; the driver wrote this one "
+                 "Fatal.",
+        "remedy": "Drain the node and restart it to reset the GPUs and NVSwitches (Fabric Manager user guide); if the "
+                  "same SXid comes back, have the NVSwitch baseboard inspected.",
+        "evidence": {**SXID_22013, "first": "Fatal, Link 44 Minion Link DLREQ interrupt", "fatal": True,
+                     "source": "kernel log", "recovery_action": "reboot"},
+    }
+    (note,) = judge([SXID_NONFATAL], switches=4)
+    assert shown(note) == {
+        "id": "xid-recorded", "severity": "info", "layer": "health", "action": "none", "subject": "NVSwitch 0000:04:00.0",
+        "summary": "NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a non-fatal SXid 22013 (Minion Link DLREQ "
+                   "interrupt), 1 time this boot, 1000 s to 1000 s after boot.",
+        "cause": "A non-fatal NVSwitch error: the switch corrected or contained it. This SXid can be safely ignored.",
+        "remedy": "Nothing to do unless it recurs or turns Fatal.",
+        "evidence": {**SXID_22013, "first": "Non-fatal, Link 44 Minion Link DLREQ interrupt", "fatal": False,
+                     "source": "kernel log"},
+    }
+    (unknown,) = judge([SXID_NONFATAL.replace("22013", "99999")], switches=4)
+    assert unknown.summary == ("NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a non-fatal SXid 99999, 1 time this "
+                               "boot, 1000 s to 1000 s after boot.")
+    assert unknown.cause == f"A non-fatal NVSwitch error: the switch corrected or contained it. {SXID_MEANING}"
+    assert (unknown.evidence["name"], unknown.evidence["class"], unknown.evidence["impact"]) == (None, None, None)
+    (always,) = judge([SXID_FATAL.replace("22013, Fatal", "12020, Non-fatal")], switches=4)
+    assert "logged an SXid the Fabric Manager guide calls always fatal, 12020 (" in always.summary
+    assert always.cause == SXID_MEANING  # the guide gives 12020 no impact
+    (stalls,) = judge([SXID_FATAL.replace("22013, Fatal", "11004, Non-fatal")], switches=4)
+    assert "logged an SXid whose impact, by the Fabric Manager guide, is stalled NVLink traffic, 11004 (" in stalls.summary
+    (fatal_stalls,) = judge([SXID_FATAL.replace("22013", "11004")], switches=4)
+    assert fatal_stalls.cause.startswith(f"{SXID_MEANING} ") and "non-fatal; the driver" not in fatal_stalls.cause
+
+
+def on_gpu_0(cause_id: str, severity: str, action: str, summary: str, cause: str, remedy: str,
+             **evidence: Any) -> dict[str, Any]:
+    """A finding of the kernel log about GPU-0 as the report shows it (:func:`shown`)."""
+    return {"id": cause_id, "severity": severity, "layer": "health", "action": action, "subject": "GPU-0",
+            "summary": summary, "cause": cause, "remedy": remedy, "evidence": {**ON_GPU_0, **evidence}}
+
+
+#: Real records on GPU-0, and the one finding each makes as the report shows it.
+SHOWN: dict[str, tuple[list[str], dict[str, Any]]] = {
+    "gsp": ([REAL[119], REAL[120]], on_gpu_0(
+        "gsp-firmware-error", "blocker", "reset-gpu",
+        f"{A100_0} has a GSP firmware fault (Xid 119/120): jobs on it hang while nvidia-smi and NVML may "
+        "still answer: the kernel log records Xid 119 (GSP RPC Timeout); Xid 120 (GSP Error), 2 times this "
+        "boot, 1000 s to 1001 s after boot.",
+        "The driver wrote `NVRM: Xid (PCI:0000:10:00): 119, Timeout waiting for RPC from GPU0 GSP! Expected "
+        "function 76 (GSP_RM_CONTROL) (0x90cc0301 0xc).`.",
+        "Drain the GPU and reset it (`sudo nvidia-smi -r -i <gpu>`) or reboot; if it recurs, update the driver "
+        "(NVIDIA: INVESTIGATE_SW), or as NVIDIA's documented workaround load the driver with "
+        "`NVreg_EnableGpuFirmware=0` where the driver branch allows it.",
+        records=2,
+    )),
+    "recovery": ([REAL[62], REAL[154]], on_gpu_0(
+        "xid-recovery-required", "blocker", "reset-gpu",
+        f"{A100_0}: the driver says it needs 0x1 (GPU Reset Required) (Xid 154, after Xid 62).",
+        "The driver changed the GPU's recovery action (Xid 154): until that is done, work on the GPU fails or "
+        "hangs. Xid 62 (Internal micro-controller halt (newer drivers))",
+        "Drain the GPU and do what the driver asks: reset the GPU (`sudo nvidia-smi -r -i <gpu>`) for 'GPU "
+        "Reset Required', reboot the node for 'Node Reboot Required'.",
+        recovery_action="0x1 (GPU Reset Required)", records=2,
+    )),
+    "app": ([REAL[43], REAL[31]], on_gpu_0(
+        "xid-application-fault", "info", "none",
+        f"{A100_0}: pt_main_thread (pid 1045242), python3.10 (pid 2512125) faulted on it (Xid 31, 43); "
+        "nothing else is wrong with the GPU in the kernel log.",
+        "Xid 31: GPU memory page fault; Xid 43: GPU stopped processing. These are most often the program's own "
+        "fault (an illegal address, an illegal instruction, a killed job), not the GPU's: NVIDIA's action is "
+        "RESTART_APP, the node stays in service.",
+        "Debug the program (run it under `compute-sanitizer`, or with CUDA_LAUNCH_BLOCKING=1 to find the "
+        "kernel); look at the GPU only if other programs fault on it too.",
+        records=2,
+    )),
+    "note": ([REAL[62], REAL[62]], on_gpu_0(
+        "xid-recorded", "info", "none",
+        f"{A100_0}: the kernel log records Xid 62 (Internal micro-controller halt (newer drivers)), 2 times "
+        "this boot, 1000 s to 1001 s after boot.",
+        "`NVRM: Xid (PCI:0000:10:00): 62, 223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca "
+        "2063f48c`. NVIDIA's immediate action: RESET_GPU; investigatory: CONTACT_SUPPORT.",
+        "Nothing to do unless it recurs; then follow NVIDIA's Xid catalog "
+        "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) for this code.",
+        records=1, codes={"62": 2},
+    )),
+}
+
+
+@pytest.mark.parametrize("case", SHOWN)
+def test_a_gpus_findings_as_the_report_shows_them(case: str) -> None:
+    """The words of a GPU's cause, of the recovery the driver asks for, of a program's fault and of a note: who, what
+    the log records (each code with NVIDIA's description), how often and when, what the driver wrote."""
+    messages, expected = SHOWN[case]
+    (f,) = judge(messages)
+    assert shown(f) == expected
+
+
+def test_a_recovery_action_is_the_findings_and_a_code_without_description_is_shown_so() -> None:
+    """Xid 154 beside a cause: the cause's words end with the driver's recovery action; a code NVIDIA's catalog does not
+    describe is shown with "?"; the records listed are the GPU's."""
+    (gsp154,) = judge([REAL[120], REAL[154]])
+    assert gsp154.cause.endswith("Its recovery action is now 0x1 (GPU Reset Required) (Xid 154).")
+    (unknown,) = judge([REAL[62].replace(" 62, ", " 999, "), REAL[154]])
+    assert unknown.cause.endswith("fails or hangs. Xid 999 (?)")
+    assert [x["xid"] for x in unknown.evidence["xids"]] == [999, 154]

@@ -243,7 +243,7 @@ def test_merge_counts_each_report_once_and_names_what_it_left_out(tmp_path: Path
     a = tmp_path / "a.json"
     a.write_text(json.dumps(report(host="node-01")))
     copy = tmp_path / "copy.json"
-    copy.write_text(json.dumps(report(host="node-01"), indent=2))  # the same report, other bytes
+    copy.write_text(json.dumps(dict(reversed(report(host="node-01").items())), indent=2))  # the same, other bytes
     b = tmp_path / "b.json"
     b.write_text(json.dumps(report("not-accelerated", "node-02", root_cause=fault("gpu-lost"))))
     fleet = tmp_path / "fleet.json"
@@ -252,10 +252,14 @@ def test_merge_counts_each_report_once_and_names_what_it_left_out(tmp_path: Path
     assert [h.host for h in merged.hosts] == ["node-01", "node-02"]
     assert merged.notes == [f"{copy} is the same report as {a}: counted once",
                             f"{fleet} is a merged fleet JSON (gpucheck merge --json), not a host's report: left out"]
-    with pytest.raises(UnusableReport, match=f"no host's report among the files given: {fleet} is a merged fleet"):
-        merge([str(fleet)])
-    with pytest.raises(UnusableReport, match="no report given"):
+    with pytest.raises(UnusableReport) as caught:
+        merge([str(fleet), str(fleet)])
+    assert str(caught.value) == (f"no host's report among the files given: {fleet} is a merged fleet JSON (gpucheck "
+                                 f"merge --json), not a host's report: left out; {fleet} is the same report as {fleet}: "
+                                 "counted once")
+    with pytest.raises(UnusableReport) as caught:
         merge([])
+    assert str(caught.value) == "no report given: gpucheck merge REPORT.json [REPORT.json ...]"
     # Twelve different reports of one name: one note, the first ten paths and "...".
     paths = []
     for i in range(12):
@@ -264,6 +268,8 @@ def test_merge_counts_each_report_once_and_names_what_it_left_out(tmp_path: Path
         paths.append(str(p))
     (note,) = merge(paths).notes
     assert note.startswith(f"12 different reports say they are host node-01 ({', '.join(paths[:10])} ...): ")
+    assert merge(paths[:11]).notes[0].startswith(f"11 different reports say they are host node-01 ({', '.join(paths[:10])} ...): ")
+    assert merge(paths[:10]).notes[0].startswith(f"10 different reports say they are host node-01 ({', '.join(paths[:10])}): ")
     assert merge(paths[:2]).notes == [f"2 different reports say they are host node-01 ({paths[0]}, {paths[1]}): each "
                                       "is a row of its own; check which is current"]
 
@@ -287,13 +293,19 @@ def test_the_fleet_groups_drift_and_exit_status() -> None:
         ("accelerated", ["n1", "n4"]), ("gpu-lost", ["n2", "n5"]), ("degraded", ["n3"])]
     degraded = _host("6.json", report("degraded", "n6", findings=[fault("ecc-errors", "degraded")]))
     assert degraded.root_cause == "ecc-errors" and groups([degraded])[0][0] == "ecc-errors"
+    # A degraded report that names no root cause and lists no degraded finding: grouped by its first fault.
+    odd = _host("7.json", report("degraded", "n7", findings=[fault("gpu-lost"), fault("ecc-errors", "blocker")]))
+    assert (odd.root_cause, odd.also) == (None, ["gpu-lost", "ecc-errors"])
+    assert groups([odd]) == [("gpu-lost", [odd])]
+    alone = _host("8.json", report("not-accelerated", "n8", findings=[fault("gpu-lost")]))
+    assert groups([alone]) == [("not-accelerated", [alone])]
     (driver,) = [d for d in drift(hosts) if d.key == "driver"]
     assert driver.values == [("550.54.15", ["n1", "n3", "n4"]), ("535.104.05", ["n2"])] and driver.unknown == ["n5"]
     assert "tensorflow" not in {d.key for d in drift(hosts)}  # 2.16.1 or not known: no two values
     assert [d.key for d in drift(hosts[:1] + hosts[3:4])] == []
-    tie = drift([_host("a.json", report(host="b", facts=facts(module="2"))),
-                 _host("b.json", report(host="a", facts=facts(module="1")))])
-    assert tie[0].values == [("1", ["a"]), ("2", ["b"])]
+    tie = drift([_host("a.json", report(host="a", facts=facts(module="2"))),
+                 _host("b.json", report(host="b", facts=facts(module="1")))])
+    assert tie[0].values == [("1", ["b"]), ("2", ["a"])]  # as many hosts each: by value
     assert exit_status(hosts) == 1 and exit_status([hosts[0], hosts[3]]) == 0 and exit_status([hosts[2]]) == 1
     doc = json_report(hosts, ["a note"])
     assert (doc["schema"], doc["notes"], doc["accelerated"], doc["not_accelerated"], doc["exit_status"]) == (

@@ -26,7 +26,7 @@ import shlex
 import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -339,9 +339,7 @@ def test_a_machine_wide_blocker_leads_the_reason() -> None:
 def _diagnosed(findings: tuple[Any, ...] = (), complete: bool = True) -> Result:
     """A diagnosis of two A100s that NVML numbers the other way round from CUDA (NVML's GPU-0 is CUDA's 1), with
     TensorFlow registering three: GPU:0 of an ordinal it cannot tell (taken for CUDA's 0), GPU:1 CUDA's 1 (it says),
-    GPU:2 of no ordinal CUDA has."""
-    from dataclasses import replace as replaced
-
+    GPU:2 of no ordinal CUDA has; CUDA's third device is on no bus NVML lists, and says no compute capability."""
     from gpucheck.facts import CudaDevice, CudaDriverFacts, FrameworkGpu, FrameworkView, LibraryLoad, ProbeOutcome
     from tests.test_kernel_log import OK_EXIT, hand_facts
     from tests.test_nvml_rules import gpu as nvml_gpu
@@ -350,10 +348,12 @@ def _diagnosed(findings: tuple[Any, ...] = (), complete: bool = True) -> Result:
     cuda = CudaDriverFacts(LibraryLoad("libcuda.so.1", True, "/usr/lib/libcuda.so.1", None), None, 12040, 2, devices=(
         CudaDevice(0, "NVIDIA A100 80GB PCIe", 8, 0, 80 * 2**30, "00000000:10:00.0", None, None),
         CudaDevice(1, "NVIDIA A100 80GB PCIe", 8, 6, 40 * 2**30, "00000000:11:00.0", None, None),
+        CudaDevice(2, None, None, 0, None, "00000000:99:00.0", None, None),
     ))
     view = FrameworkView("tensorflow", "TensorFlow", "TensorFlow 2.16.1 sees 2 GPU(s)", True, "2.16.1", (
-        FrameworkGpu("GPU:0", None), FrameworkGpu("GPU:1", 1, "TF's name", (9, 0)), FrameworkGpu("GPU:2", None)))
-    facts = replaced(facts, cuda=ProbeOutcome("cuda", OK_EXIT, cuda), frameworks={"tensorflow": view})
+        FrameworkGpu("GPU:0", None), FrameworkGpu("GPU:1", 1, "TF's name", (9, 0)), FrameworkGpu("GPU:3", 0),
+        FrameworkGpu("GPU:4", None)))
+    facts = replace(facts, cuda=ProbeOutcome("cuda", OK_EXIT, cuda), frameworks={"tensorflow": view})
     rc = next((f for f in findings if f.severity is Severity.BLOCKER), None)
     return Result(facts, {}, findings, rc, "not-accelerated" if rc else "accelerated", (), complete)
 
@@ -370,20 +370,32 @@ def test_the_gpus_a_marked_test_sees_are_the_frameworks_with_the_drivers_facts()
         Gpu(0, "/GPU:0", "NVIDIA A100 80GB PCIe", 80 * 2**30, "8.0", "00000000:10:00.0", 0, "GPU-1",
             "ecc-errors: GPU-1 has memory errors."),
         Gpu(1, "/GPU:1", "TF's name", 40 * 2**30, "9.0", "00000000:11:00.0", 1, "GPU-0", None),
+        Gpu(2, "/GPU:2", "NVIDIA A100 80GB PCIe", 80 * 2**30, "8.0", "00000000:10:00.0", 0, "GPU-1",
+            "ecc-errors: GPU-1 has memory errors."),
         # A GPU NVML's numbers cannot be told for is not known to be free of any GPU's fault.
-        Gpu(2, "/GPU:2", None, None, None, None, None, None, "ecc-errors: GPU-1 has memory errors."),
+        Gpu(3, "/GPU:3", None, None, None, None, None, None, "ecc-errors: GPU-1 has memory errors."),
     )
     assert none == (
         Gpu(0, "/GPU:0", "NVIDIA A100 80GB PCIe", 80 * 2**30, "8.0", "00000000:10:00.0", 0, "GPU-1",
             "ecc-errors: GPU-1 has memory errors."),
         Gpu(1, "/GPU:1", "NVIDIA A100 80GB PCIe", 40 * 2**30, "8.6", "00000000:11:00.0", 1, "GPU-0", None),
+        Gpu(2, "/GPU:2", None, None, None, "00000000:99:00.0", 2, None, "ecc-errors: GPU-1 has memory errors."),
     )
-    assert [g.usable for g in none] == [False, True]
+    assert [g.usable for g in none] == [False, True, False]
     lost = finding("cudnn-missing", Severity.BLOCKER, summary="cuDNN 9 not found.", cause="c", remedy="r")
     # cuDNN is TensorFlow's: it blocks every GPU of a TensorFlow test, none of a driver-level one.
     assert {g.blocked_by for g in marker.machine_gpus(_diagnosed((lost,)), "tensorflow")} == {
         "cudnn-missing: cuDNN 9 not found."}
     assert {g.blocked_by for g in marker.machine_gpus(_diagnosed((lost,)), None)} == {None}
+    # Another framework's blocker blocks none of TensorFlow's GPUs, nor a TensorFlow test machine-wide.
+    jax = replace(lost, framework="jax")
+    assert {g.blocked_by for g in marker.machine_gpus(_diagnosed((jax,)), "tensorflow")} == {None}
+    assert marker.machine_blocker(_diagnosed((jax,)), "tensorflow") is None
+    assert marker.machine_blocker(_diagnosed((lost,)), "tensorflow") is lost
+    no_cuda = _diagnosed()
+    no_cuda = Result(replace(no_cuda.facts, cuda=replace(no_cuda.facts.cuda, facts=None)), {}, (), None, "accelerated",
+                     (), True)
+    assert marker.machine_gpus(no_cuda, None) == ()
     assert marker.machine_gpus(_diagnosed(), "jax") == () and marker.machine_gpus(Result(
         None, {}, (), None, "accelerated", (), True), None) == ()
     machine = Machine.of(_diagnosed((ecc,)))

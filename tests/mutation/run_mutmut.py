@@ -4,7 +4,10 @@ The contracts: the decision and the blocking (gpucheck/blocking.py), the exit st
 (gpucheck/session.py: ``exit_status``), the cluster configuration reading (gpucheck/cluster/config.py),
 ``gpucheck compare``'s verdicts and exit status (gpucheck/compare/verdicts.py and the statistics they rest on,
 gpucheck/compare/stats.py: the functions in ``ONLY_FUNCTIONS``, not its reading of files, machine section or
-output).
+output); issue 37's: the kernel log's parsing, rules and reading (gpucheck/records/parse.py, rules.py, probe.py), the
+marker's and the shared run's choice of GPUs (gpucheck/marker.py, gpucheck/shared.py), doctor's and merge's verdicts
+and exit statuses (gpucheck/doctor.py, gpucheck/merge.py), pytest-html's escaped cells (gpucheck/htmlreport.py): the
+functions in ``ONLY_FUNCTIONS`` where a module is also plumbing (docs/mutation.md says which).
 Only in-process tests are selected: a mutant lives in the pytest process (mutmut's trampoline), not in the
 probe children a full ``pytest --gpucheck`` run starts.
 
@@ -107,7 +110,8 @@ TESTS = (
     *(f"tests/test_hostile_records.py::{t}" for t in (
         "test_a_record_the_parser_cannot_read_is_skipped_and_counted", "test_an_impossible_kmsg_stamp_is_no_time",
         "test_a_kmsg_record_is_its_first_line_after_the_first_semicolon_at_its_stamp",
-        "test_a_records_words_are_what_follows_its_pid_and_name",
+        "test_a_records_words_are_what_follows_its_pid_and_name", "test_real_logs_read_back_record_by_record",
+        "test_a_record_seen_again_keeps_its_first_and_takes_its_last", "test_the_bounds_of_a_pid_a_name_and_a_stamp",
         "test_no_kernel_log_makes_the_parser_raise", "test_the_tail_counts_what_it_drops_and_skips",
         "test_the_tail_keeps_the_newest_bytes_and_never_a_cut_line",
         "test_a_kmsg_file_says_what_it_skipped_and_reads_no_continuation_line",
@@ -127,7 +131,9 @@ TESTS = (
         "test_a_log_of_more_addresses_than_gpus_is_judged_for_64_and_counted_for_the_rest",
         "test_an_sxid_is_judged_per_switch_and_is_a_note_where_no_nvswitch_is",
         "test_a_records_probe_that_did_not_finish_is_records_unread",
-        "test_a_log_read_no_further_is_records_unread_beside_what_was_read", "test_the_kernel_log_not_looked_at_says_why")),
+        "test_a_log_read_no_further_is_records_unread_beside_what_was_read", "test_the_kernel_log_not_looked_at_says_why",
+        "test_an_sxid_finding_as_the_report_shows_it", "test_a_gpus_findings_as_the_report_shows_them",
+        "test_a_recovery_action_is_the_findings_and_a_code_without_description_is_shown_so")),
     *(f"tests/test_nvlink5_records.py::{t}" for t in (
         "test_a_hostile_line_is_no_record", "test_each_record_read_back_with_its_subcode_fatality_and_resolution")),
     "tests/test_actions.py::test_recovery_action_as_the_driver_and_nvml_give_it",
@@ -157,7 +163,8 @@ TESTS = (
     *(f"tests/test_htmlreport.py::{t}" for t in (
         "test_machine_given_text_never_becomes_markup", "test_a_passed_check_and_a_test_that_is_not_a_check_have_empty_cells",
         "test_the_cells_of_a_failed_a_blocked_and_a_not_checked_check",
-        "test_the_summary_is_the_terminals_coloured_as_there_every_line_escaped")),
+        "test_the_summary_is_the_terminals_coloured_as_there_every_line_escaped",
+        "test_the_summary_shows_the_machines_header_lines_but_not_the_verdict_twice")),
 )
 
 

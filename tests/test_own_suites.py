@@ -416,6 +416,8 @@ def test_a_worker_sees_its_own_gpus_numbered_from_0() -> None:
     )
     blocked = Gpu(**{**T4.__dict__, "blocked_by": "x: y", "cuda_ordinal": None})
     assert marker.for_worker((A100, blocked), (0,)) == (A100,) and marker.for_worker((blocked,), (1,)) == ()
+    faulty = Gpu(**{**T4.__dict__, "blocked_by": "x: y"})
+    assert marker.for_worker((A100, faulty), (1,))[0].blocked_by == "x: y"
     assert marker.for_worker(both, ()) == ()
 
 
@@ -430,6 +432,7 @@ def test_a_gpu_fits_by_memory_and_compute_capability() -> None:
     assert marker._fits(Gpu(0, "/GPU:0", "x", 1, "10", None), Need(1, None, (9, 9)))
     assert not marker._fits(Gpu(0, "/GPU:0", "x", None, None, None), Need(1, "1"))
     assert not marker._fits(Gpu(0, "/GPU:0", "x", 1, None, None), Need(1, None, (1, 0)))
+    assert not marker._fits(Gpu(0, "/GPU:0", "x", 1, "9", None), Need(1, None, (9, 1)))  # "9" is 9.0
     assert marker._fits(Gpu(0, "/GPU:0", "x", None, None, None), Need(1))
 
 
@@ -473,6 +476,29 @@ def test_the_reason_a_marked_test_does_not_run() -> None:
     assert marker.machine_blocker(_machine((), (lost,)).result, "tensorflow") is lost
     cudnn = finding("cudnn-missing", Severity.BLOCKER, summary="cuDNN 9 not found.", cause="c", remedy="r")
     assert marker.machine_blocker(_machine((), (cudnn,)).result, None) is None
+    # What the answer says besides its reason: whether the test runs, on which GPUs, and the finding behind a "no".
+    runs = marker.answer(machine, Need(1))
+    assert (runs.runs, runs.reason, runs.cause) == (True, "", None)
+    for no in (two, only_blocked, worker, given_none, asked, cut_answer, marker.answer(driver, Need(framework=None))):
+        assert no.runs is False and no.gpus == ()
+    assert asked.cause is None and marker.answer(_machine((), (lost,)), Need()).runs is False
+    two_blocked = marker.answer(_machine((A100, blocked, Gpu(**{**blocked.__dict__, "index": 2}))), Need(2))
+    assert two_blocked.reason.endswith("; blocked: GPU:1 by ecc-errors: T4 has memory errors.; GPU:2 by ecc-errors: "
+                                       "T4 has memory errors.")
+    # A TensorFlow test gets TensorFlow's GPUs, a driver-level one the driver's.
+    split = Machine(_machine(()).result, {"none": (A100,), "tensorflow": (T4,)})
+    assert marker.answer(split, Need(1)).gpus == (T4,)
+    assert marker.answer(split, Need(1, framework=None)).gpus == (A100,)
+    # Frameworks other than TensorFlow diagnosed: named, and the markers that can be answered.
+    others = Machine(_machine(()).result, {"none": (), "jax": (), "torch": ()})
+    assert marker.answer(others, Need(framework_given=True)).reason == (
+        "TensorFlow was not diagnosed (--gpucheck-framework=jax,torch): only tests marked gpu(framework=None) or "
+        "gpu(framework='jax,torch') can be answered in this run")
+    # A bare marker answered by the driver keeps the worker's GPUs and its share.
+    bare_worker = marker.answer(Machine(_machine(()).result, {"none": (A100, T4)}), Need(2, framework_given=False),
+                                ordinals=(1,), per_worker=1)
+    assert bare_worker.reason == ("needs 2 GPU(s) the CUDA driver lists; this xdist worker has 1 (--gpucheck-gpus-per-worker "
+                                  "1): GPU:0 Tesla T4, 15 GiB, cc 7.5")
 
 
 def test_the_document_the_workers_read_round_trips(tmp_path: Path) -> None:
@@ -532,6 +558,12 @@ def test_every_part_of_the_diagnosis_a_worker_reads_is_the_controllers() -> None
     assert [(f.action, f.framework, f.evidence, f.subject) for f in older.findings] == [("none", None, {}, None)] * 3
     assert (older.frameworks, older.unchecked, older.partial_facts) == ((), {}, {})
     assert shared.machine_of({**doc, "root_cause": None, "complete": 1}).result.root_cause is None
+    assert shared.machine_of({**doc, "complete": True}).result.complete is True
+    odd = {**doc, "findings": [{**doc["findings"][0], "framework": 5}, *doc["findings"][1:]]}
+    assert shared.machine_of(odd).result.findings[0].framework is None
+    healthy = Machine(Result(None, {}, (note,), None, "accelerated", (), True), {"none": (T4,)})
+    assert shared.document(healthy, "gw0")["root_cause"] is None
+    assert shared.machine_of(json.loads(json.dumps(shared.document(healthy, "gw0")))) == healthy
     assert shared.machine_of({**doc, "complete": 0}).result.complete is False
     assert shared.machine_of({**doc, "frameworks": [{**doc["frameworks"][0], "root_cause": None}]}).result.frameworks[
         0].root_cause is None
@@ -544,6 +576,8 @@ def test_every_part_of_the_diagnosis_a_worker_reads_is_the_controllers() -> None
                    {k: v for k, v in doc.items() if k != "gpus"}):
         with pytest.raises(shared.SharedError, match="cannot be read"):
             shared.machine_of(broken)
+    with pytest.raises(shared.SharedError, match=r"cannot be read \(KeyError: 'gpus'\)"):
+        shared.machine_of({k: v for k, v in doc.items() if k != "gpus"})
 
 
 def test_one_process_diagnoses_under_the_lock(tmp_path: Path) -> None:

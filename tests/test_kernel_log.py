@@ -587,7 +587,8 @@ def test_xid_154_asks_for_what_the_driver_says_newest_first() -> None:
     assert (alone.id, alone.severity.value, alone.subject, alone.action) == (
         "xid-recovery-required", "blocker", "GPU-0", "reset-gpu")
     assert alone.evidence["recovery_action"] == "0x1 (GPU Reset Required)" and alone.evidence["records"] == 1
-    assert "no other Xid" in alone.summary
+    assert alone.summary == ("GPU 0 (NVIDIA A100 80GB PCIe, 00000000:10:00.0): the driver says it needs 0x1 (GPU Reset "
+                             "Required) (Xid 154, after no other Xid in this boot's log).")
     after = judge([REAL[62], REAL[154]])
     assert [(f.id, f.evidence["records"]) for f in after] == [("xid-recovery-required", 2)]
     assert "after Xid 62" in after[0].summary
@@ -842,4 +843,6 @@ def test_a_recovery_action_is_the_findings_and_a_code_without_description_is_sho
     assert gsp154.cause.endswith("Its recovery action is now 0x1 (GPU Reset Required) (Xid 154).")
     (unknown,) = judge([REAL[62].replace(" 62, ", " 999, "), REAL[154]])
     assert unknown.cause.endswith("fails or hangs. Xid 999 (?)")
+    (two,) = judge([REAL[62], REAL[62].replace(" 62, ", " 999, "), REAL[154]])
+    assert two.cause.endswith("fails or hangs. Xid 62 (Internal micro-controller halt (newer drivers)); Xid 999 (?)")
     assert [x["xid"] for x in unknown.evidence["xids"]] == [999, 154]

@@ -637,6 +637,15 @@ def test_codes_not_in_the_catalog_are_one_note_and_the_dropped_records_are_count
     (codes,) = judge(folded, keep=20)
     assert codes.evidence["records"] == 25 and len(codes.evidence["codes"]) == 20
     assert "and 5 more (not in NVIDIA" in codes.summary
+    assert codes.cause.endswith("NVIDIA's immediate action: none given; investigatory: none given.")
+    # A code the catalog has not, from more processes than the child keeps: all of them counted, times too.
+    faulting = [REAL[62].replace(" 62, ", f" 999, pid={100 + p}, name=x, ") for p in range(25)]
+    (counted,) = judge(faulting, keep=20)
+    assert (counted.evidence["codes"], counted.evidence["records"]) == ({"999": 25}, 25)
+    assert "25 times this boot, 1000 s to 1024 s after boot" in counted.summary
+    (quoted,) = judge([REAL[62].replace("2063f48c", "x" * 250)])  # the driver's words quoted up to 200 characters
+    words = REAL[62].split(" 62, ", 1)[1].replace("2063f48c", "x" * 250)
+    assert quoted.cause.startswith(f"`NVRM: Xid (PCI:0000:10:00): 62, {words[:200]}`. NVIDIA's immediate action: ")
     pending = judge([*folded, REAL[154]], keep=20)
     assert pending[0].id == "xid-recovery-required" and pending[0].evidence["records"] == 26
     assert "and 5 more" in pending[0].summary
@@ -652,6 +661,18 @@ def test_a_log_of_more_addresses_than_gpus_is_judged_for_64_and_counted_for_the_
     rest = found[64]
     assert (rest.id, rest.severity.value, rest.evidence["records"]) == ("xid-recorded", "info", 7)
     assert "names 71 PCI addresses" in rest.summary and "the last 7 are counted" in rest.summary
+    # The last address's 25 processes, of which the child kept 20: counted whole.
+    crowded = [*lines[:70], *(at(REAL[43], "0000:99:00").replace("pid=1045242", f"pid={p}") for p in range(25)), REAL[79]]
+    last = judge(crowded, keep=20)[-1]
+    assert shown(last) == {
+        "id": "xid-recorded", "severity": "info", "layer": "health", "action": "none",
+        "summary": "The kernel log names 72 PCI addresses in its Xid records, more than any machine has GPUs: the records "
+                   "of the last 8 are counted, not judged one by one (32 times this boot, 1063 s to 1094 s after boot).",
+        "cause": "A log of another machine, or one written to look like a kernel log, names more GPUs than are here.",
+        "remedy": "Read the kernel log itself (`sudo dmesg | grep 'NVRM: Xid'`).",
+        "evidence": {"source": "kernel log", "records": 32},
+    }
+    assert len(last.evidence["xids"]) == 20  # LISTED of the 27 kept
     assert len(judge([*lines[:63], REAL[79]])) == 64
 
 

@@ -374,7 +374,31 @@ def test_the_prometheus_textfile_names_the_verdict_action_findings_and_root_caus
     assert gpu_label(_f("xid-recorded", "info", "GPU-12x")) == "" and gpu_label(_f("xid-recorded", "info")) == ""
 
 
+def test_the_textfiles_metrics_say_what_they_are() -> None:
+    """Each metric's HELP line, as node_exporter passes it on: what 1 means, the verdicts that make the node not usable
+    under ``--fail-on``, the actions' levels in order."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    helps = {f.name: f.documentation for f in text_string_to_metric_families(
+        prometheus_text(_result(LOST), "degraded", 0.0, 0.0))}
+    assert helps["gpucheck_verdict"] == "1 for the diagnosis's verdict, 0 for the others"
+    assert helps["gpucheck_usable"] == "1 when the node is usable (not degraded nor not-accelerated)"
+    assert helps["gpucheck_complete"] == ("1 when every probe reported before the verdict and read its sources to their "
+                                          "end")
+    assert helps["gpucheck_action"] == "1 for the most severe recommended action of the findings, 0 for the others"
+    assert helps["gpucheck_action_level"] == "the most severe recommended action as a number: " + ", ".join(
+        f"{i} {a}" for i, a in enumerate(ACTIONS))
+    assert ", 1 " in helps["gpucheck_action_level"]
+
+
 def test_the_summary_names_the_root_cause_and_each_other_fault() -> None:
+    from gpucheck.report import root_cause_lines
+
+    # A degraded root cause of the whole machine and another fault of its layer: that one may be its consequence.
+    link = _f("pcie-link-degraded", "degraded")
+    lines = summary(_result(link, _f("ecc-errors", "degraded")), "degraded", None)
+    assert lines[1:-1] == root_cause_lines(link, full=False) != root_cause_lines(link, full=True)
+    assert lines[-1] == "also: ecc-errors (health, degraded, action reset-gpu): ecc-errors summary"
     lines = summary(_result(LOST, ECC), "degraded", "SIGTERM")
     assert lines[0] == "gpucheck doctor: not-accelerated (not usable); recommended action: reboot"
     assert lines[1] == "stopped by SIGTERM before the diagnosis finished; the probes were stopped"

@@ -155,6 +155,7 @@ TESTS = (
     *(f"tests/test_doctor.py::{t}" for t in (
         "test_doctors_exit_status_is_usable_not_usable_or_not_diagnosed",
         "test_the_prometheus_textfile_names_the_verdict_action_findings_and_root_cause",
+        "test_the_textfiles_metrics_say_what_they_are",
         "test_the_summary_names_the_root_cause_and_each_other_fault", "test_one_file_for_both_outputs_is_the_same_file")),
     *(f"tests/test_merge.py::{t}" for t in (
         "test_what_merge_reads_of_a_hosts_report", "test_a_degraded_report_without_a_root_cause_names_its_lowest_degraded_finding",

@@ -363,13 +363,21 @@ def test_the_prometheus_textfile_names_the_verdict_action_findings_and_root_caus
          ("layer", f.layer), ("severity", f.severity.value))
         for f in (LOST, ECC, NOTE)
     }
-    assert list(m["gpucheck_root_cause"]) == [(("action", "reboot"), ("gpu", "3"), ("id", "gpu-lost"),
-                                               ("layer", "visibility"), ("severity", "blocker"))]
+    assert set(m["gpucheck_finding"].values()) == {1.0}
+    assert m["gpucheck_root_cause"] == {(("action", "reboot"), ("gpu", "3"), ("id", "gpu-lost"),
+                                         ("layer", "visibility"), ("severity", "blocker")): 1.0}
     assert m["gpucheck_last_run_timestamp_seconds"][()] == 1_700_000_000.0
     assert m["gpucheck_run_duration_seconds"][()] == 12.346
     healthy = _metrics(prometheus_text(_result(NOTE), "degraded", 0.0, 0.0))
     assert healthy.get("gpucheck_root_cause", {}) == {} and healthy["gpucheck_action"][(("action", "none"),)] == 1.0
     assert healthy["gpucheck_verdict"][(("verdict", "accelerated"),)] == 1.0 and "gpucheck_figure" not in healthy
+    # The run's key figures where it measured them (a benchmark run's best matmul); a figure that is no number is not one.
+    matmul = {"performance": {"facts": {"benchmarks": [
+        {"kind": "matmul", "extra_info": {"tflops": 512.25, "device": "/GPU:0"}},
+        {"kind": "matmul", "extra_info": {"tflops": 12.5, "device": "/GPU:1"}}]}}}
+    measured = Result(None, matmul, (NOTE,), None, "accelerated", (), True)
+    figures = _metrics(prometheus_text(measured, "degraded", 0.0, 0.0))["gpucheck_figure"]
+    assert figures == {(("name", "matmul_tflops"),): 512.25}
     assert gpu_label(_f("xid-recorded", "info", "NVSwitch 0000:04:00.0")) == "" and gpu_label(NOTE) == "0"
     assert gpu_label(_f("xid-recorded", "info", "GPU-12x")) == "" and gpu_label(_f("xid-recorded", "info")) == ""
 
@@ -388,7 +396,16 @@ def test_the_textfiles_metrics_say_what_they_are() -> None:
     assert helps["gpucheck_action"] == "1 for the most severe recommended action of the findings, 0 for the others"
     assert helps["gpucheck_action_level"] == "the most severe recommended action as a number: " + ", ".join(
         f"{i} {a}" for i, a in enumerate(ACTIONS))
-    assert ", 1 " in helps["gpucheck_action_level"]
+    assert helps["gpucheck_last_run_timestamp_seconds"] == "when the diagnosis started (Unix time)"
+    assert helps["gpucheck_run_duration_seconds"] == "how long the diagnosis took"
+    lenient = {f.name: f.documentation for f in text_string_to_metric_families(
+        prometheus_text(_result(LOST), "not-accelerated", 0.0, 0.0))}
+    assert lenient["gpucheck_usable"] == "1 when the node is usable (not not-accelerated)"
+    measured = Result(None, {"performance": {"facts": {"benchmarks": [{"kind": "matmul", "extra_info": {"tflops": 1}}]}}},
+                      (), None, "accelerated", (), True)
+    figure = {f.name: f.documentation for f in text_string_to_metric_families(
+        prometheus_text(measured, "degraded", 0.0, 0.0))}["gpucheck_figure"]
+    assert figure == "a key figure the run measured (matmul_tflops, allreduce_latency_ms, ...)"
 
 
 def test_the_summary_names_the_root_cause_and_each_other_fault() -> None:

@@ -496,7 +496,7 @@ def at(line: str, bus: str) -> str:
 
 def hand_facts(messages: list[str], gpus: list[NvmlGpu] | None = None, *, switches: int = 0, exit: ChildExit = OK_EXIT,
                unfinished: str | None = None, keep: int | None = None, source: str | None = "/dev/kmsg",
-               nvml_links: list[Any] | None = None) -> Facts:
+               nvml_links: list[Any] | None = None, nvml: bool = True) -> Facts:
     """Facts of a machine with ``gpus`` (NVML; two A100s by default) and ``switches`` NVSwitches on its PCI bus, whose
     records child read ``messages`` (one a second, from 1000 s after boot) as the real child does (``read_records``)."""
     gpus = [nvml_gpu(0), nvml_gpu(1)] if gpus is None else gpus
@@ -511,7 +511,7 @@ def hand_facts(messages: list[str], gpus: list[NvmlGpu] | None = None, *, switch
         kernel=KernelFacts("/proc/driver/nvidia/version", None, "550.54.15", None, (), True, ()),
         visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
         cuda=ProbeOutcome("cuda", OK_EXIT, None),
-        nvml=ProbeOutcome("nvml", OK_EXIT, nvml_facts(gpus, nvml_links)),
+        nvml=ProbeOutcome("nvml", OK_EXIT, nvml_facts(gpus, nvml_links) if nvml else None),
         records=ProbeOutcome("records", exit, rf if exit.status == "ok" else None),
     )
 
@@ -867,3 +867,90 @@ def test_a_recovery_action_is_the_findings_and_a_code_without_description_is_sho
     (two,) = judge([REAL[62], REAL[62].replace(" 62, ", " 999, "), REAL[154]])
     assert two.cause.endswith("fails or hangs. Xid 62 (Internal micro-controller halt (newer drivers)); Xid 999 (?)")
     assert [x["xid"] for x in unknown.evidence["xids"]] == [999, 154]
+
+
+def test_which_gpu_and_which_finding_each_record_makes() -> None:
+    """The edges of the rules over one GPU's records: an Xid written with its function (``0000:10:00.0``) is on the
+    GPU there; without NVML no record is on a GPU; of two lost GPUs only the one without a bus id can be the one
+    the log names; a record of another kind before an SXid does not hide it; a catalogued code and an uncatalogued one
+    are notes of their own; what the child folded of unknown codes is counted in their note only; a program named by
+    its pid or its name alone faulted; a record naming no program of a code whose processes were dropped is counted
+    apart from them."""
+    from gpucheck.facts import NvmlError
+
+    (f,) = judge([REAL[79].replace("0000:10:00)", "0000:10:00.0)")])
+    assert (f.id, f.subject) == ("gpu-lost", "GPU-0")
+    (blind,) = judge([REAL[79]], nvml=False)
+    assert (blind.id, blind.subject, blind.evidence["gpu"]) == ("gpu-lost", None, None)
+    gone = NvmlError("nvmlDeviceGetHandleByIndex_v2", "failed", 15, "NVML_ERROR_GPU_IS_LOST", None)
+    lost_known = nvml_gpu(0, handle_error=gone)
+    lost_unknown = nvml_gpu(1, handle_error=gone, pci_bus_id=None)
+    (ecc,) = judge([at(REAL[48], "0000:12:00")], [lost_known, lost_unknown])
+    assert ecc.subject == "GPU-1"
+    found = judge([REAL[43], SXID_FATAL], switches=4)
+    assert [x.id for x in found] == ["xid-application-fault", "nvlink-degraded"]
+    unknown = REAL[62].replace(" 62, ", " 999, ")
+    notes = judge([REAL[62], unknown])
+    assert [(n.evidence["codes"], "(not in NVIDIA" in n.summary) for n in notes] == [({"62": 1}, False),
+                                                                                   ({"999": 1}, True)]
+    folded = [REAL[62].replace(" 62, ", f" {2000 + c}, ") for c in range(25)]
+    beside = judge([REAL[62], *folded], keep=20)
+    assert [(n.evidence["codes"].get("62"), n.evidence["records"]) for n in beside] == [(1, 1), (None, 25)]
+    by_pid = [f"NVRM: Xid (PCI:0000:10:00): 43, pid={100 + p}, Ch 00000008" for p in range(25)]
+    (app,) = judge(by_pid, keep=20)
+    assert (app.id, app.evidence["records"]) == ("xid-application-fault", 25)
+    (by_name,) = judge(["NVRM: Xid (PCI:0000:10:00): 43, pid='<unknown>', name=job, Ch 00000008"])
+    assert (by_name.id, "job faulted on it (Xid 43)" in by_name.summary) == ("xid-application-fault", True)
+    unnamed_13 = [f"NVRM: Xid (PCI:0000:10:00): 13, pid={100 + p}, Graphics Exception" for p in range(25)]
+    program, note = judge([*unnamed_13, REAL[13]], keep=20)
+    assert (program.id, program.evidence["records"], "(Xid 13)" in program.summary) == ("xid-application-fault", 25,
+                                                                                          True)
+    assert (note.id, note.evidence["codes"], note.evidence["records"]) == ("xid-recorded", {"13": 1}, 1)
+    mixed = judge([REAL[13], REAL[43]])
+    assert "(Xid 43)" in mixed[0].summary and mixed[1].evidence["codes"] == {"13": 1}
+
+
+def test_what_the_kernel_log_says_beside_nvmls_own_findings() -> None:
+    """NVML's counters already at least as severe: the log's ECC record is a note, beside the other records of the GPU
+    (they stay notes of their own); NVML's nvlink-degraded of a GPU whose links are down now makes the log's Xid 74 a
+    note of when, and only on that GPU."""
+    from gpucheck.facts import NvLinkState, NvmlEcc, NvmlNvLink
+
+    counted = nvml_gpu(0, ecc=NvmlEcc(True, True, 2, 2))
+    notes = judge([REAL[48], REAL[62]], [counted, nvml_gpu(1)])
+    assert sorted(tuple(n.evidence["codes"]) for n in notes) == [("48",), ("62",)]
+    assert {n.id for n in notes} == {"xid-recorded"}
+
+    def b200(index: int, up: bool) -> NvmlGpu:
+        links = NvmlNvLink(tuple(NvLinkState(i, int(up)) for i in range(18)))
+        return nvml_gpu(index, name="NVIDIA B200", nvlink=links)
+
+    down, fine = b200(0, False), b200(1, True)
+    (note,) = judge([REAL[74]], [down, fine, b200(2, True)])
+    assert (note.id, note.subject, note.evidence["codes"]) == ("xid-recorded", "GPU-0", {"74": 1})
+    (fault,) = judge([at(REAL[74], "0000:11:00")], [down, fine, b200(2, True)])
+    assert (fault.id, fault.subject) == ("nvlink-degraded", "GPU-1")
+
+
+def test_the_words_of_a_cause_quote_the_driver_and_count_what_was_dropped() -> None:
+    long = REAL[79].replace("fallen off the bus.", "fallen off the bus." + "x" * 250)
+    (lost,) = judge([long])
+    assert lost.cause == f"The driver wrote `NVRM: Xid (PCI:0000:10:00): 79, {long.split(' 79, ', 1)[1][:200]}`."
+    many = [f"NVRM: Xid (PCI:0000:10:00): 63, pid={100 + p}, Row Remapper: New row marked" for p in range(25)]
+    (ecc,) = judge(many, keep=20)
+    assert (ecc.evidence["records"], "25 times this boot, 1000 s to 1024 s after boot" in ecc.summary) == (25, True)
+
+
+def test_an_sxid_note_where_no_nvswitch_is_as_the_report_shows_it() -> None:
+    (note,) = judge([SXID_FATAL])
+    assert shown(note) == {
+        "id": "xid-recorded", "severity": "info", "layer": "health", "action": "none", "subject": "NVSwitch 0000:04:00.0",
+        "summary": "NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a Fatal SXid, 22013 (Minion Link DLREQ interrupt): "
+                   "NVLink traffic through it stalls, 1 time this boot, 1000 s to 1000 s after boot. No NVSwitch is on "
+                   "this machine's PCI bus: a note, not a fault.",
+        "cause": f"{SXID_MEANING} The Fabric Manager guide lists SXid 22013 as non-fatal; the driver wrote this one "
+                 "Fatal.",
+        "remedy": "Nothing to do on this machine.",
+        "evidence": {**SXID_22013, "first": "Fatal, Link 44 Minion Link DLREQ interrupt", "fatal": True,
+                     "source": "kernel log"},
+    }

@@ -197,6 +197,16 @@ def test_what_merge_reads_of_a_hosts_report() -> None:
     assert _host("x.json", report(facts=facts(cuda=12105))).cuda == "12.10"
     odd = _host("x.json", report(root_cause={"id": ["a"]}, verdict="not-accelerated"))
     assert odd.root_cause == "?"
+    # Fields of other types than the schema's, or missing: read as not said.
+    named = _host("x.json", report("not-accelerated", root_cause="gpu-lost", complete="yes"))  # type: ignore[arg-type]
+    assert (named.root_cause, named.root_cause_summary, named.complete) == (None, None, False)
+    bare_report = report()
+    del bare_report["facts"]
+    assert (_host("x.json", bare_report).gpus, _host("x.json", {**report(), "facts": [1]}).driver) == ([], None)
+    # The key figures the run measured (a benchmark run's best matmul).
+    matmul = {"performance": {"facts": {"benchmarks": [{"kind": "matmul", "extra_info": {"tflops": 99.5,
+                                                                                          "device": "/GPU:0"}}]}}}
+    assert _host("x.json", report(facts=matmul)).figures == {"matmul_tflops": 99.5, "matmul_device": "/GPU:0"}
 
 
 def test_a_degraded_report_without_a_root_cause_names_its_lowest_degraded_finding() -> None:

@@ -398,6 +398,8 @@ def test_the_textfiles_metrics_say_what_they_are() -> None:
         f"{i} {a}" for i, a in enumerate(ACTIONS))
     assert helps["gpucheck_last_run_timestamp_seconds"] == "when the diagnosis started (Unix time)"
     assert helps["gpucheck_run_duration_seconds"] == "how long the diagnosis took"
+    assert helps["gpucheck_finding"] == "1 for each finding of the diagnosis (info findings are notes)"
+    assert helps["gpucheck_root_cause"] == "1 for the root cause the report names (none when the verdict is accelerated)"
     lenient = {f.name: f.documentation for f in text_string_to_metric_families(
         prometheus_text(_result(LOST), "not-accelerated", 0.0, 0.0))}
     assert lenient["gpucheck_usable"] == "1 when the node is usable (not not-accelerated)"

@@ -182,6 +182,12 @@ def test_a_record_seen_again_keeps_its_first_and_takes_its_last() -> None:
     first_late = parse_records([Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", None),
                                 Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", 5.0)])[0][0]
     assert (first_late.first_s, first_late.last_s) == (None, 5.0)
+    last_bare = parse_records([Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", 5.0),
+                               Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", None)])[0][0]
+    assert (last_bare.first_s, last_bare.last_s, last_bare.count) == (5.0, 5.0, 2)
+    later_fatal = parse_records([Line(sxid.format("Non-fatal, Link 44 Minion Link DLREQ interrupt"), 1.0),
+                                 Line(sxid.format("Fatal, Link 45 Minion Link DLREQ interrupt"), 2.0)])[0][0]
+    assert (later_fatal.count, later_fatal.fatal) == (2, True)
     lone = parse_records([Line(sxid.format("Severity 0 Engine instance 45"), 9.0)])[0][0]
     assert (lone.count, lone.first_s, lone.last_s) == (1, 9.0, 9.0)
 
@@ -450,6 +456,9 @@ def test_a_dev_kmsg_that_never_ends_is_read_to_a_bound_and_said(monkeypatch: pyt
     lines, read, fake = kmsg_device(monkeypatch, big)
     assert [ln.seconds for ln in lines] == [float(i) for i in range(23, 33)]
     assert (read.records, read.dropped, read.truncated, read.unfinished is not None) == (10, 22, True, True)
+    monkeypatch.setattr(probe, "MAX_RECORDS", 4)
+    lines, read, _ = kmsg_device(monkeypatch, [record(i) for i in range(1, 6)])
+    assert (len(lines), read.dropped, read.truncated) == (4, 1, True)  # one record dropped is a cut said
 
 
 def test_journalctls_output_is_bounded_while_it_is_read(tmp_path: Path) -> None:

@@ -165,7 +165,8 @@ def test_a_fifo_in_place_of_dev_kmsg_is_refused_not_waited_on(tmp_path: Path) ->
     os.mkfifo(tmp_path / "dev" / "kmsg")
     start = time.monotonic()
     log, _ = read_kernel_log(tmp_path)
-    assert log.source is None and "neither the kernel's /dev/kmsg nor a regular file" in log.tried[0]
+    assert log.source is None
+    assert log.tried[0] == f"{tmp_path / 'dev' / 'kmsg'}: OSError: neither the kernel's /dev/kmsg nor a regular file"
     assert time.monotonic() - start < 30  # did not hang (a blocking open would wait for a writer for ever)
 
 
@@ -953,4 +954,45 @@ def test_an_sxid_note_where_no_nvswitch_is_as_the_report_shows_it() -> None:
         "remedy": "Nothing to do on this machine.",
         "evidence": {**SXID_22013, "first": "Fatal, Link 44 Minion Link DLREQ interrupt", "fatal": True,
                      "source": "kernel log"},
+    }
+
+
+def test_the_order_of_the_gpus_findings_and_what_is_counted_apart() -> None:
+    """NVML's GPUs first, then the addresses NVML does not know; what the child dropped of Xid 45s that name the Xid
+    they followed (``owned``) is not counted in a program's own Xid 45; the folded codes of an address past the 64th
+    are counted in the note of those addresses; NVML's NVLink finding makes the log's Xid 74 a note beside the GPU's
+    other notes."""
+    from gpucheck.facts import NvLinkState, NvmlNvLink
+
+    order = judge([at(REAL[48], "0000:05:00"), REAL[48]])
+    assert [f.subject for f in order] == ["GPU-0", None]
+    follow_ups = [f"NVRM: Xid (PCI:0000:10:00): 45, pid={100 + p}, name=python3, Ch 00000001 caused by previous Xid 13"
+                  for p in range(25)]
+    own = "NVRM: Xid (PCI:0000:10:00): 45, pid=12542, name=VLLM::Worker, channel 0x00000002"
+    (program,) = [f for f in judge([*follow_ups, own], keep=20) if f.id == "xid-application-fault"]
+    assert program.evidence["records"] == 1
+    lines = [at(REAL[43], f"0000:{0x20 + i:02x}:00") for i in range(70)]
+    unknown = [REAL[62].replace(" 62, ", f" {2000 + c}, ").replace("0000:10:00", "0000:98:00") for c in range(25)]
+    last = judge([*lines, *unknown, REAL[79]], keep=20)[-1]
+    assert "the last 8 are counted" in last.summary and last.evidence["records"] == 7 + 20 + 5
+    links = NvmlNvLink(tuple(NvLinkState(i, 0) for i in range(18)))
+    up = NvmlNvLink(tuple(NvLinkState(i, 1) for i in range(18)))
+    gpus = [nvml_gpu(0, name="NVIDIA B200", nvlink=links), nvml_gpu(1, name="NVIDIA B200", nvlink=up),
+            nvml_gpu(2, name="NVIDIA B200", nvlink=up)]
+    assert sorted(tuple(f.evidence["codes"]) for f in judge([REAL[74], REAL[62]], gpus)) == [("62",), ("74",)]
+
+
+def test_a_log_read_no_further_as_the_report_shows_it() -> None:
+    unread, _ = judge([REAL[79]], unfinished="it had not ended after 128 MiB (no kernel log is that long)")
+    assert shown(unread) == {
+        "id": "records-unread", "severity": "degraded", "layer": "health", "action": "none",
+        "summary": "This boot's kernel log was not read to its end: the records probe read /dev/kmsg no further: it had "
+                   "not ended after 128 MiB (no kernel log is that long).",
+        "cause": "A fault the driver recorded (a GPU fallen off the bus, a GSP firmware error) may be in what was not "
+                 "read, so the GPUs' health is not known: this is not checked, never healthy.",
+        "remedy": "Read the log yourself (`sudo dmesg | grep -E 'NVRM: Xid|SXid'`). A probe killed by SIGKILL may have "
+                  "been the OOM killer (`journalctl -k | grep -i oom`); if the log is only slow to read, raise "
+                  "--gpucheck-timeout.",
+        "evidence": {UNREAD_KEY: "kernel log", "log": "/dev/kmsg",
+                     "unfinished": "it had not ended after 128 MiB (no kernel log is that long)"},
     }

@@ -195,6 +195,10 @@ def test_what_merge_reads_of_a_hosts_report() -> None:
         assert _host("x.json", report(facts=facts(cuda=value))).cuda is None
     assert _host("x.json", report(facts=facts(cuda=11080))).cuda == "11.8"
     assert _host("x.json", report(facts=facts(cuda=12105))).cuda == "12.10"
+    assert _host("x.json", report(facts=facts(cuda=13000))).cuda == "13.0"
+    loaded = _host("x.json", report(facts=facts(libraries=[{"key": "cudnn", "version": "9.1.0", "loaded": True}],
+                                                build={"cudnn_version": "8"})))
+    assert loaded.cudnn == "9.1.0"  # the cuDNN the framework loads, before the one it was built with
     odd = _host("x.json", report(root_cause={"id": ["a"]}, verdict="not-accelerated"))
     assert odd.root_cause == "?"
     # Fields of other types than the schema's, or missing: read as not said.

@@ -136,7 +136,9 @@ TESTS = (
         "test_a_recovery_action_is_the_findings_and_a_code_without_description_is_shown_so",
         "test_which_gpu_and_which_finding_each_record_makes", "test_what_the_kernel_log_says_beside_nvmls_own_findings",
         "test_the_words_of_a_cause_quote_the_driver_and_count_what_was_dropped",
-        "test_an_sxid_note_where_no_nvswitch_is_as_the_report_shows_it")),
+        "test_an_sxid_note_where_no_nvswitch_is_as_the_report_shows_it",
+        "test_the_order_of_the_gpus_findings_and_what_is_counted_apart",
+        "test_a_log_read_no_further_as_the_report_shows_it")),
     *(f"tests/test_nvlink5_records.py::{t}" for t in (
         "test_a_hostile_line_is_no_record", "test_each_record_read_back_with_its_subcode_fatality_and_resolution")),
     "tests/test_actions.py::test_recovery_action_as_the_driver_and_nvml_give_it",

@@ -980,6 +980,11 @@ def test_the_order_of_the_gpus_findings_and_what_is_counted_apart() -> None:
     gpus = [nvml_gpu(0, name="NVIDIA B200", nvlink=links), nvml_gpu(1, name="NVIDIA B200", nvlink=up),
             nvml_gpu(2, name="NVIDIA B200", nvlink=up)]
     assert sorted(tuple(f.evidence["codes"]) for f in judge([REAL[74], REAL[62]], gpus)) == [("62",), ("74",)]
+    # A lone B200 with no link up is NVML's fault only under --gpucheck-expect-nvlink: then the log's Xid 74 is a note.
+    alone = [nvml_gpu(0, name="NVIDIA B200", nvlink=links)]
+    assert [f.id for f in judge([REAL[74]], alone)] == ["nvlink-degraded"]
+    expected = records_rules(hand_facts([REAL[74]], alone), Settings(framework="none", expect_nvlink=True))
+    assert [f.id for f in expected] == ["xid-recorded"]
 
 
 def test_a_log_read_no_further_as_the_report_shows_it() -> None:

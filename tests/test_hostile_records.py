@@ -433,7 +433,7 @@ def test_the_kernels_dev_kmsg_is_read_past_overwritten_records_to_its_end(monkey
                                           b"off ", b"off \xff the bus.")]
     lines, read, _ = kmsg_device(monkeypatch, answers)
     assert [ln.seconds for ln in lines] == [1.0, 3.0, 4.0] and lines[-1].text == xid.replace("\xff", "\ufffd")
-    assert (read.records, read.dropped, read.unfinished) == (3, 0, None)
+    assert (read.records, read.dropped, read.unfinished, read.overlong) == (3, 0, None, 0)
     lines, read, _ = kmsg_device(monkeypatch, [record(1), record(2)], end=b"")
     assert len(lines) == 2 and read.unfinished is None
     with pytest.raises(OSError, match="Input/output"):

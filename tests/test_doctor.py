@@ -17,6 +17,10 @@ from typing import Any
 import pytest
 
 from conftest import validate_report
+from gpucheck.diagnosis import Result
+from gpucheck.doctor import _same_file, diagnosed, exit_status, gpu_label, prometheus_text, summary
+from gpucheck.model import ACTIONS, UNREAD_KEY, Finding, Severity, finding
+from gpucheck.model import verdict as verdict_of
 from gpucheck.settings import OPTIONS
 from tests.test_plugin import _processes_with_env
 
@@ -279,3 +283,165 @@ def test_interrupt_kills_the_probes_and_exits_2(
     assert out.decode().startswith("gpucheck doctor: not-accelerated (not diagnosed)")
     time.sleep(0.5)
     assert _processes_with_env("GPUCHECK_FAKE_SCENARIO", marker) == []
+
+
+# --- the node's verdict, in-process (tests/mutation/run_mutmut.py runs these) ----------------------------------------
+# doctor's own functions over results built by hand: the exit status (docs/doctor.md: 0 usable, 1 not usable, 2 not
+# diagnosed), the Prometheus textfile read back by prometheus_client's parser, the summary's first lines.
+
+
+def _f(cause_id: str, severity: str, subject: str | None = None, **evidence: Any) -> Finding:
+    return finding(cause_id, Severity(severity), summary=f"{cause_id} summary", cause="c", remedy="r",
+                   evidence=dict(evidence), subject=subject)
+
+
+LOST = _f("gpu-lost", "blocker", "GPU-3")
+ECC = _f("ecc-errors", "degraded", "GPU-1")
+NOTE = _f("xid-recorded", "info", "GPU-0")
+UNREAD = _f("records-unread", "degraded", **{UNREAD_KEY: "kernel log"})
+
+
+def _result(*findings: Finding, complete: bool = True) -> Result:
+    rc = next((f for f in findings if f.severity is Severity.BLOCKER), None) or next(
+        (f for f in findings if f.severity is Severity.DEGRADED and UNREAD_KEY not in f.evidence), None) or next(
+        (f for f in findings if f.severity is Severity.DEGRADED), None)
+    return Result(None, {}, findings, rc, verdict_of(list(findings)), (), complete)
+
+
+@pytest.mark.parametrize(("findings", "fail_on", "complete", "interrupted", "status"), [
+    ((), "degraded", True, None, 0),
+    ((NOTE,), "degraded", True, None, 0),
+    ((ECC,), "degraded", True, None, 1),
+    ((ECC,), "not-accelerated", True, None, 0),
+    ((LOST, ECC), "not-accelerated", True, None, 1),
+    ((UNREAD,), "degraded", True, None, 2),           # a source not read to its end: not known is not healthy
+    ((UNREAD,), "not-accelerated", True, None, 2),
+    ((UNREAD, ECC), "degraded", True, None, 1),        # something else already makes the node not usable
+    ((UNREAD, ECC), "not-accelerated", True, None, 2),
+    ((UNREAD, LOST), "not-accelerated", True, None, 1),
+    ((), "degraded", False, None, 2),                  # a probe did not report
+    ((LOST,), "degraded", False, None, 2),
+    ((), "degraded", True, "SIGTERM", 2),
+])
+def test_doctors_exit_status_is_usable_not_usable_or_not_diagnosed(
+    findings: tuple[Finding, ...], fail_on: str, complete: bool, interrupted: str | None, status: int,
+) -> None:
+    result = _result(*findings, complete=complete)
+    assert exit_status(result, fail_on, interrupted) == status
+    assert diagnosed(result) is (complete and UNREAD not in findings)
+    # The textfile agrees: usable only where the exit status is 0, complete only where the node was diagnosed.
+    if interrupted is not None:
+        return  # the summary and textfile of an interrupted run are those of the abandoned diagnosis (incomplete)
+    metrics = _metrics(prometheus_text(result, fail_on, 1_700_000_000.0, 12.34567))
+    assert metrics["gpucheck_usable"][()] == (1.0 if status == 0 else 0.0)
+    assert metrics["gpucheck_complete"][()] == (1.0 if diagnosed(result) else 0.0)
+    line = summary(result, fail_on, interrupted)[0]
+    said = "usable" if status == 0 else "not usable" if status == 1 else "not diagnosed"
+    assert line.startswith(f"gpucheck doctor: {result.verdict} ({said}); recommended action: ")
+
+
+def _metrics(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def test_the_prometheus_textfile_names_the_verdict_action_findings_and_root_cause() -> None:
+    result = _result(LOST, ECC, NOTE)
+    m = _metrics(prometheus_text(result, "degraded", 1_700_000_000.0, 12.34567))
+    assert m["gpucheck_verdict"] == {(("verdict", "accelerated"),): 0.0, (("verdict", "degraded"),): 0.0,
+                                     (("verdict", "not-accelerated"),): 1.0}
+    assert m["gpucheck_action"][(("action", "reboot"),)] == 1.0
+    assert sum(m["gpucheck_action"].values()) == 1.0 and len(m["gpucheck_action"]) == len(ACTIONS)
+    assert m["gpucheck_action_level"][()] == ACTIONS.index("reboot")
+    assert set(m["gpucheck_finding"]) == {
+        (("action", f.action), ("gpu", f.subject.removeprefix("GPU-") if f.subject else ""), ("id", f.id),
+         ("layer", f.layer), ("severity", f.severity.value))
+        for f in (LOST, ECC, NOTE)
+    }
+    assert set(m["gpucheck_finding"].values()) == {1.0}
+    assert m["gpucheck_root_cause"] == {(("action", "reboot"), ("gpu", "3"), ("id", "gpu-lost"),
+                                         ("layer", "visibility"), ("severity", "blocker")): 1.0}
+    assert m["gpucheck_last_run_timestamp_seconds"][()] == 1_700_000_000.0
+    assert m["gpucheck_run_duration_seconds"][()] == 12.346
+    healthy = _metrics(prometheus_text(_result(NOTE), "degraded", 0.0, 0.0))
+    assert healthy.get("gpucheck_root_cause", {}) == {} and healthy["gpucheck_action"][(("action", "none"),)] == 1.0
+    assert healthy["gpucheck_verdict"][(("verdict", "accelerated"),)] == 1.0 and "gpucheck_figure" not in healthy
+    # The run's key figures where it measured them (a benchmark run's best matmul); a figure that is no number is not one.
+    matmul = {"performance": {"facts": {"benchmarks": [
+        {"kind": "matmul", "extra_info": {"tflops": 512.25, "device": "/GPU:0"}},
+        {"kind": "matmul", "extra_info": {"tflops": 12.5, "device": "/GPU:1"}}]}}}
+    measured = Result(None, matmul, (NOTE,), None, "accelerated", (), True)
+    figures = _metrics(prometheus_text(measured, "degraded", 0.0, 0.0))["gpucheck_figure"]
+    assert figures == {(("name", "matmul_tflops"),): 512.25}
+    assert gpu_label(_f("xid-recorded", "info", "NVSwitch 0000:04:00.0")) == "" and gpu_label(NOTE) == "0"
+    assert gpu_label(_f("xid-recorded", "info", "GPU-12x")) == "" and gpu_label(_f("xid-recorded", "info")) == ""
+
+
+def test_the_textfiles_metrics_say_what_they_are() -> None:
+    """Each metric's HELP line, as node_exporter passes it on: what 1 means, the verdicts that make the node not usable
+    under ``--fail-on``, the actions' levels in order."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    helps = {f.name: f.documentation for f in text_string_to_metric_families(
+        prometheus_text(_result(LOST), "degraded", 0.0, 0.0))}
+    assert helps["gpucheck_verdict"] == "1 for the diagnosis's verdict, 0 for the others"
+    assert helps["gpucheck_usable"] == "1 when the node is usable (not degraded nor not-accelerated)"
+    assert helps["gpucheck_complete"] == ("1 when every probe reported before the verdict and read its sources to their "
+                                          "end")
+    assert helps["gpucheck_action"] == "1 for the most severe recommended action of the findings, 0 for the others"
+    assert helps["gpucheck_action_level"] == "the most severe recommended action as a number: " + ", ".join(
+        f"{i} {a}" for i, a in enumerate(ACTIONS))
+    assert helps["gpucheck_last_run_timestamp_seconds"] == "when the diagnosis started (Unix time)"
+    assert helps["gpucheck_run_duration_seconds"] == "how long the diagnosis took"
+    assert helps["gpucheck_finding"] == "1 for each finding of the diagnosis (info findings are notes)"
+    assert helps["gpucheck_root_cause"] == "1 for the root cause the report names (none when the verdict is accelerated)"
+    lenient = {f.name: f.documentation for f in text_string_to_metric_families(
+        prometheus_text(_result(LOST), "not-accelerated", 0.0, 0.0))}
+    assert lenient["gpucheck_usable"] == "1 when the node is usable (not not-accelerated)"
+    measured = Result(None, {"performance": {"facts": {"benchmarks": [{"kind": "matmul", "extra_info": {"tflops": 1}}]}}},
+                      (), None, "accelerated", (), True)
+    figure = {f.name: f.documentation for f in text_string_to_metric_families(
+        prometheus_text(measured, "degraded", 0.0, 0.0))}["gpucheck_figure"]
+    assert figure == "a key figure the run measured (matmul_tflops, allreduce_latency_ms, ...)"
+
+
+def test_the_summary_names_the_root_cause_and_each_other_fault() -> None:
+    from gpucheck.report import root_cause_lines
+
+    # A degraded root cause of the whole machine and another fault of its layer: that one may be its consequence.
+    link = _f("pcie-link-degraded", "degraded")
+    lines = summary(_result(link, _f("ecc-errors", "degraded")), "degraded", None)
+    assert lines[1:-1] == root_cause_lines(link, full=False) != root_cause_lines(link, full=True)
+    assert lines[-1] == "also: ecc-errors (health, degraded, action reset-gpu): ecc-errors summary"
+    lines = summary(_result(LOST, ECC), "degraded", "SIGTERM")
+    assert lines[0] == "gpucheck doctor: not-accelerated (not usable); recommended action: reboot"
+    assert lines[1] == "stopped by SIGTERM before the diagnosis finished; the probes were stopped"
+    assert any("gpu-lost" in line for line in lines[2:-1])
+    # ECC on GPU-1 cannot come from GPU-3 falling off the bus: said to be its own.
+    assert lines[-1] == ("also, not caused by the root cause: ecc-errors (health, degraded, action reset-gpu): "
+                         "ecc-errors summary")
+    assert summary(_result(NOTE), "degraded", None) == [
+        "gpucheck doctor: accelerated (usable); recommended action: none"]
+    assert summary(_result(NOTE, complete=False), "degraded", None)[0].startswith("gpucheck doctor: accelerated (not "
+                                                                                  "diagnosed)")
+
+
+def test_one_file_for_both_outputs_is_the_same_file(tmp_path: Path) -> None:
+    """--json and --prometheus may not end in one file: standard output twice, one path, a path and a link to it."""
+    report = tmp_path / "r.json"
+    (tmp_path / "link.json").symlink_to(report)
+    assert _same_file(str(report), str(tmp_path / "link.json"))  # a new file, and a link to it
+    report.write_text("{}")
+    assert _same_file("-", "-") and not _same_file("-", str(report)) and not _same_file(str(report), "-")
+    assert _same_file(str(report), str(tmp_path / "." / "r.json"))
+    assert _same_file(str(report), str(tmp_path / "link.json"))
+    assert not _same_file(str(report), str(tmp_path / "other.prom"))
+    assert not _same_file("/dev/null", "/dev/null")  # a device takes both
+    assert _same_file(str(tmp_path / "new.txt"), str(tmp_path / "new.txt"))  # a file not there yet, named twice
+    assert not _same_file("-", str(Path("-").absolute()))  # standard output is not a file named "-"
+    assert not _same_file(str(tmp_path), str(tmp_path))  # a folder takes neither (each is refused on its own)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpucheck.marker import MarkerError, parse_need
+from gpucheck.marker import MarkerError, Need, default_framework, parse_need
 
 #: A marker's arguments (as ``parse_need`` gets them, and as the test file writes them), and the words its sentence
 #: must hold.
@@ -31,6 +31,49 @@ def test_parse_need_refuses_it_in_a_bounded_sentence(case: str) -> None:
     with pytest.raises(MarkerError) as info:
         parse_need(args, kwargs)
     assert words in str(info.value) and len(str(info.value)) < 400, str(info.value)[:500]
+
+
+#: Each refusal's whole sentence: what the marker takes, and the value given as the sentence shows it.
+SENTENCES: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
+    ((), {"gpus": 2, "cc": 1}, "@pytest.mark.gpu takes count, min_memory, compute_capability, framework; not cc, gpus"),
+    ((1, 2), {}, "@pytest.mark.gpu takes at most one positional argument (count)"),
+    ((2,), {"count": "3"}, "@pytest.mark.gpu: count given twice (2 by position, '3' by name): give it once"),
+    ((0,), {}, "@pytest.mark.gpu(count=...) must be a whole number of GPUs of at least 1, not 0"),
+    ((), {"count": 2.0}, "@pytest.mark.gpu(count=...) must be a whole number of GPUs of at least 1, not 2.0"),
+    ((4097,), {}, "@pytest.mark.gpu(count=...) must be a whole number of GPUs of at most 4096, not 4097"),
+    ((), {"min_memory": [8]}, "@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not [8]"),
+    ((), {"min_memory": True}, "@pytest.mark.gpu(min_memory=...) must be an amount like '8GiB' or bytes, not True"),
+    ((), {"min_memory": "lots"}, "@pytest.mark.gpu(min_memory=...) must be an amount of memory like 2GiB, 512MiB or a "
+                                 "percentage like 10% (got 'lots')"),
+    ((), {"min_memory": "50%"}, "@pytest.mark.gpu(min_memory=...) must be an absolute amount, not a share "
+                                "(got '50%')"),
+    ((), {"compute_capability": "sm_80"}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not 'sm_80'"),
+    ((), {"compute_capability": float("inf")}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not inf"),
+    ((), {"compute_capability": True}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not True"),
+    ((), {"framework": "torch"}, "@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not 'torch'"),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs", "sentence"), SENTENCES)
+def test_each_refusal_is_one_sentence_naming_the_value(args: tuple[Any, ...], kwargs: dict[str, Any],
+                                                       sentence: str) -> None:
+    with pytest.raises(MarkerError) as info:
+        parse_need(args, kwargs)
+    assert str(info.value) == sentence
+
+
+def test_a_marker_is_read_as_written() -> None:
+    """The count (by position or by name, up to 4096), the memory as an amount, the capability as (major, minor) with a
+    missing minor 0 (a number too: 8.6, 9), and whether the framework was named (``framework=None`` is a choice)."""
+    assert parse_need((4096,), {"framework": None}) == Need(4096, None, None, None, True)
+    assert parse_need((), {"count": 2, "framework": None}).count == 2
+    assert parse_need((), {"compute_capability": "8", "framework": None}).compute_capability == (8, 0)
+    assert parse_need((), {"compute_capability": 8.6, "framework": None}).compute_capability == (8, 6)
+    assert parse_need((), {"compute_capability": 9, "framework": None}).compute_capability == (9, 0)
+    assert parse_need((), {"min_memory": "16GiB", "framework": None}).min_memory == "16GiB"
+    bare = parse_need((), {})
+    assert bare.framework_given is False and bare.count == 1 and bare.framework == default_framework()
+    assert parse_need((), {"framework": "tensorflow"}).framework_given is True
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import GpucheckRun, validate_report
-from gpucheck.records.parse import MAX_UPTIME_S, kmsg_record, parse_records, text_line
+from gpucheck.records.parse import MAX_UPTIME_S, Line, kmsg_record, parse_records, text_line
 from gpucheck.records.probe import MAX_RECORDS, Tail
 from tests.test_doctor import metrics
 from tests.test_kernel_log import H100_GPUS, LOGS, kmsg_text, machine
@@ -91,6 +91,116 @@ def test_an_impossible_kmsg_stamp_is_no_time(stamp: str) -> None:
     assert text_line(f"[{'9' * 400}.5] NVRM: Xid (PCI:0000:07:00): 119, x").seconds is None
     assert text_line(f"[{MAX_UPTIME_S * 2:.6f}] NVRM: x").seconds is None
     assert text_line("[349507.487127] NVRM: x").seconds == 349507.487127
+
+
+def test_a_kmsg_record_is_its_first_line_after_the_first_semicolon_at_its_stamp() -> None:
+    """/dev/kmsg's format (Documentation/ABI/testing/dev-kmsg): ``PRI,SEQ,TS_USEC,FLAGS[,more];MESSAGE``, continuation
+    lines (`` KEY=value``) after it. The message is everything after the first ``;`` up to the first newline; the
+    stamp is the third field, microseconds since boot; a header of fewer fields has no stamp."""
+    xid = "NVRM: Xid (PCI:0000:07:00): 13, pid=1, name=a; b, Graphics Exception"
+    line = kmsg_record(f"4,1187,1500000,-,caller=T123;{xid}\n SUBSYSTEM=pci\n DEVICE=+pci:0000:07:00.0")
+    assert line == Line(xid, 1.5)
+    assert kmsg_record("6,1,1000000;x") == Line("x", 1.0)
+    assert kmsg_record("6,1;x") == Line("x", None) and kmsg_record("6;x") == Line("x", None)
+    assert kmsg_record("no header at all") is None
+    assert kmsg_record("6,2,349507500659,-;x").seconds == 349507.500659
+
+
+def test_a_records_words_are_what_follows_its_pid_and_name() -> None:
+    """A record keeps the driver's words after its first ``pid=`` and ``name=`` fields (only those: the words may
+    hold more), at most ``KEPT_TEXT`` characters of them."""
+    from gpucheck.records.parse import KEPT_TEXT
+
+    (r,) = parse_records([text_line("NVRM: Xid (PCI:0000:07:00): 43, pid=1896, name=python3, Ch 00000008 pid=7 "
+                                    "name=x, " + "y" * 400)])[0]
+    assert (r.pid, r.process) == (1896, "python3")
+    assert r.first_text == ("Ch 00000008 pid=7 name=x, " + "y" * 400)[:KEPT_TEXT] and r.last_text == r.first_text
+    (no_name,) = parse_records([text_line("NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked")])[0]
+    assert (no_name.pid, no_name.process, no_name.first_text) == (1896, None, "Row Remapper: New row marked")
+
+
+def real(name: str) -> list[Line]:
+    return [text_line(ln) for ln in (LOGS / name).read_text().splitlines()]
+
+
+def test_real_logs_read_back_record_by_record() -> None:
+    """Every field of the records of real logs (tests/logs/kmsg/INDEX.md): an SXid event counted by its words (or by
+    its ``Data {...}`` lines where it printed none, its ``Severity`` line never), with its switch and its first and
+    last words and times; an Xid's process, the words after its pid and name, the recovery action of an Xid 154."""
+    from gpucheck.records.facts import XidRecord
+
+    nvtrust = "Non-fatal, Link {} Minion Link DLREQ interrupt"
+    assert parse_records(real("sxid-nvtrust-124.log")) == ((XidRecord(
+        "SXid", 22013, "0000:04:00.0", None, None, 2, 38.175561, 38.18783, nvtrust.format(44), nvtrust.format(45),
+        switch="nvidia-nvswitch3"),), 0)
+    data = ("Data {0x000001c0, 0x00bd5c8a, 0x00000500, 0x00000064, 0x00000000, 0x40008000, 0x5a001100, 0x00000000, "
+            "0x00000000}")
+    assert parse_records(real("sxid-gpud-338.log")) == ((XidRecord(
+        "SXid", 12028, "0000:84:00.0", None, None, 1, None, None, data, data, switch="nvidia-nvswitch1"),), 0)
+    reset = "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    halt = "223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca 2063f48c"
+    assert parse_records(real("xid62-154-45-nvidia-forum-364958.log"))[0] == (
+        XidRecord("Xid", 62, "0000:01:00", None, None, 1, None, None, halt, halt),
+        XidRecord("Xid", 154, "0000:01:00", None, None, 1, None, None, reset, reset, "0x1 (GPU Reset Required)"),
+        XidRecord("Xid", 45, "0000:01:00", 12542, "VLLM::Worker", 1, None, None, "channel 0x00000002",
+                  "channel 0x00000002"),
+    )
+    (ch43, _, ch31, ecc94), _ = parse_records(real("xid31-43-94-akash-244.log"))
+    assert (ch43.pid, ch43.process, ch43.first_text) == (1045242, "pt_main_thread", "Ch 00000008")
+    assert ch31.first_text.startswith("Ch 00000008, intr 00000000. MMU Fault")
+    assert (ecc94.pid, ecc94.process, ecc94.first_text) == (None, None, "Contained: SM (0x1). RST: No, D-RST: No")
+
+
+def test_a_record_seen_again_keeps_its_first_and_takes_its_last() -> None:
+    """The same record again: counted, its last words and time the newest (a line without a stamp keeps the time
+    before), a newer recovery action kept (a 154 without one keeps the older), Fatal once Fatal for good; an SXid
+    event of two ``Data`` lines and no words counts two; an Xid 154 is the only code read for a recovery action."""
+    sxid = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, {}"
+    lines = [Line("NVRM: Xid (PCI:0000:07:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset "
+                  "Required)", 10.0),
+             Line("NVRM: Xid (PCI:0000:07:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x2 "
+                  "(Node Reboot Required)", None),
+             Line("NVRM: Xid (PCI:0000:07:00): 154, words of another kind", 30.0),
+             Line(sxid.format("Fatal, Link 44 Minion Link DLREQ interrupt"), 1.0),
+             Line(sxid.format("Non-fatal, Link 45 Minion Link DLREQ interrupt"), 2.0),
+             Line(sxid.format("Severity 0 Engine instance 45 Sub-engine instance 00"), 3.0),
+             Line(sxid.replace("22013", "12028").format("Data {0x1}"), 4.0),
+             Line(sxid.replace("22013", "12028").format("Data {0x2}"), 5.0),
+             Line(sxid.replace("22013", "12028").format("Severity 1"), 6.0),
+             Line("NVRM: Xid (PCI:0000:07:00): 13, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset "
+                  "Required)", 7.0)]
+    (xid154, fatal, data, x13), unreadable = parse_records(lines)
+    assert unreadable == 0
+    assert (xid154.count, xid154.first_s, xid154.last_s, xid154.recovery_action) == (3, 10.0, 30.0,
+                                                                                     "0x2 (Node Reboot Required)")
+    assert xid154.last_text == "words of another kind" and xid154.fatal is False and xid154.switch is None
+    assert (fatal.count, fatal.fatal, fatal.first_s, fatal.last_s) == (2, True, 1.0, 2.0)
+    assert fatal.first_text.startswith("Fatal") and fatal.last_text.startswith("Non-fatal")
+    assert (data.count, data.first_s, data.last_s, data.first_text, data.switch, data.fatal) == (
+        2, 4.0, 4.0, "Data {0x1}", "nvidia-nvswitch3", False)
+    assert (x13.recovery_action, x13.fatal) == (None, False)
+    first_late = parse_records([Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", None),
+                                Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", 5.0)])[0][0]
+    assert (first_late.first_s, first_late.last_s) == (None, 5.0)
+    last_bare = parse_records([Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", 5.0),
+                               Line("NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus.", None)])[0][0]
+    assert (last_bare.first_s, last_bare.last_s, last_bare.count) == (5.0, 5.0, 2)
+    later_fatal = parse_records([Line(sxid.format("Non-fatal, Link 44 Minion Link DLREQ interrupt"), 1.0),
+                                 Line(sxid.format("Fatal, Link 45 Minion Link DLREQ interrupt"), 2.0)])[0][0]
+    assert (later_fatal.count, later_fatal.fatal) == (2, True)
+    lone = parse_records([Line(sxid.format("Severity 0 Engine instance 45"), 9.0)])[0][0]
+    assert (lone.count, lone.first_s, lone.last_s) == (1, 9.0, 9.0)
+
+
+def test_the_bounds_of_a_pid_a_name_and_a_stamp() -> None:
+    """A pid of 10 digits is read, of 11 not; a process name is cut at 64 characters; a century of uptime is the
+    last stamp read."""
+    from gpucheck.records.parse import process, since_boot
+
+    assert process("pid=" + "9" * 10 + ", name=x") == (9_999_999_999, "x")
+    assert parse_records([text_line(XID13.format(pid="9" * 11))]) == ((), 1)
+    assert process("pid=1, name=" + "n" * 100 + ", words") == (1, "n" * 64)
+    assert since_boot(MAX_UPTIME_S) == MAX_UPTIME_S and since_boot(0.0) == 0.0 and since_boot(-0.5) is None
 
 
 def test_a_gsp_error_beside_hostile_records_is_still_named(
@@ -236,6 +346,119 @@ def test_the_tail_counts_what_it_drops_and_skips() -> None:
     short = Tail(keep=1000, max_lines=10, max_line=20)
     short.feed(b"a\nb\n")
     assert short.lines() == (["a", "b"], 0, 0)
+
+
+def test_the_tail_keeps_the_newest_bytes_and_never_a_cut_line() -> None:
+    """``Tail``: at most ``keep`` bytes beyond the newest chunk are held; once any byte was dropped the first line kept
+    may be the end of a cut one, so it is dropped too; a line of exactly ``max_line`` bytes is kept, a longer one
+    skipped and counted; ``max_lines=0`` keeps none; bytes that are not UTF-8 are replaced, never an error."""
+    tail = Tail(keep=10, max_lines=10, max_line=4)
+    for chunk in (b"aaaa\n", b"bbbb\n", b"cccc\n"):
+        tail.feed(chunk)
+    assert tail.cut is True and tail.lines() == (["cccc"], 2, 0)
+    held = Tail(keep=10, max_lines=10, max_line=4)
+    held.feed(b"aaaa\n")
+    held.feed(b"bbbb\n")
+    assert held.cut is False and held.lines() == (["aaaa", "bbbb"], 0, 0)
+    many = Tail(keep=12, max_lines=10, max_line=4)
+    for i in range(6):
+        many.feed(f"{i}{i}\n".encode())
+    assert many.lines() == (["33", "44", "55"], 3, 0)
+    edge = Tail(keep=100, max_lines=10, max_line=4)
+    edge.feed(b"abcd\nabcde\n\xff\xfecaf\xc3\xa9\n")
+    assert edge.lines() == (["abcd"], 0, 2)
+    utf = Tail(keep=100, max_lines=10, max_line=40)
+    utf.feed(b"\xff\xfe caf\xc3\xa9\n")
+    assert utf.lines() == (["\ufffd\ufffd caf\u00e9"], 0, 0)
+    none = Tail(keep=100, max_lines=0, max_line=40)
+    none.feed(b"a\nb\n")
+    assert none.lines() == ([], 2, 0)
+
+
+def test_a_kmsg_file_says_what_it_skipped_and_reads_no_continuation_line(tmp_path: Path) -> None:
+    """A host view's /dev/kmsg file: a record longer than any of the kernel's is skipped and counted (``overlong``);
+    a record's continuation lines (`` KEY=value``, whatever they hold) are no records."""
+    from gpucheck.records.probe import _MAX_LINE, read_kmsg
+
+    xid = "NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off the bus."
+    text = (f"3,1,1000000,-;{xid}\n SUBSYSTEM=pci\n DEVICE=+pci:0000:07:00.0;4,2,2000000,-;{xid}\n"
+            f"6,3,3000000,-;{'x' * (_MAX_LINE + 1)}\n")
+    (tmp_path / "kmsg").write_text(text)
+    lines, read = read_kmsg(tmp_path / "kmsg")
+    assert [(ln.text, ln.seconds) for ln in lines] == [(xid, 1.0)]
+    assert (read.records, read.overlong, read.dropped, read.truncated, read.unfinished) == (1, 1, 0, False, None)
+
+
+class FakeKmsg:
+    """``os.read`` of the kernel's /dev/kmsg as the kernel answers it: one record per read; EPIPE where records were
+    overwritten while it was read (the next read goes on with the oldest left); at its end EAGAIN, or ``end``."""
+
+    def __init__(self, fd: int, answers: list[bytes | OSError], end: bytes | OSError | None = None) -> None:
+        self.fd, self.answers, self.reads = fd, list(answers), 0
+        self.end = BlockingIOError() if end is None else end
+        self.real = os.read
+
+    def __call__(self, fd: int, size: int) -> bytes:
+        if fd != self.fd:
+            return self.real(fd, size)
+        self.reads += 1
+        answer = self.answers.pop(0) if self.answers else self.end
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+
+def kmsg_device(monkeypatch: pytest.MonkeyPatch, answers: list[bytes | OSError], **kw: Any) -> tuple[Any, Any, FakeKmsg]:
+    from gpucheck.records import probe
+
+    fake = FakeKmsg(-7, answers, **kw)
+    monkeypatch.setattr(probe.os, "read", fake)
+    lines, read = probe._kmsg_device(-7)
+    return lines, read, fake
+
+
+def record(i: int, text: str = "audit: ordinary") -> bytes:
+    return f"6,{i},{1_000_000 * i},-;{text}".encode()
+
+
+def test_the_kernels_dev_kmsg_is_read_past_overwritten_records_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EPIPE (records overwritten while read) is no end: the next read returns the oldest record left; an empty read
+    or EAGAIN is the end; bytes that are not UTF-8 are replaced; any other error is raised (read_kernel_log then tries
+    the next source)."""
+    import errno
+
+    xid = "NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off \xff the bus."
+    answers: list[bytes | OSError] = [record(1), OSError(errno.EPIPE, "Broken pipe"), record(3),
+                                      record(4, "NVRM: Xid (PCI:0000:07:00): 79, GPU has fallen off ").replace(
+                                          b"off ", b"off \xff the bus.")]
+    lines, read, _ = kmsg_device(monkeypatch, answers)
+    assert [ln.seconds for ln in lines] == [1.0, 3.0, 4.0] and lines[-1].text == xid.replace("\xff", "\ufffd")
+    assert (read.records, read.dropped, read.unfinished, read.overlong) == (3, 0, None, 0)
+    lines, read, _ = kmsg_device(monkeypatch, [record(1), record(2)], end=b"")
+    assert len(lines) == 2 and read.unfinished is None
+    with pytest.raises(OSError, match="Input/output"):
+        kmsg_device(monkeypatch, [record(1), OSError(errno.EIO, "Input/output error"), record(2)])
+
+
+def test_a_dev_kmsg_that_never_ends_is_read_to_a_bound_and_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No more than ``_MAX_DEVICE_READ`` bytes are read from a /dev/kmsg that never ends; what was read is kept (the
+    newest ``MAX_RECORDS``) and the reading says it did not end."""
+    from gpucheck.records import probe
+
+    monkeypatch.setattr(probe, "_MAX_DEVICE_READ", 2 << 20)
+    monkeypatch.setattr(probe, "MAX_RECORDS", 100)
+    big = [record(i, "x" * ((64 << 10) - 30)).ljust(64 << 10, b"x") for i in range(1, 41)]
+    lines, read, fake = kmsg_device(monkeypatch, big)
+    assert fake.reads == 32 and len(lines) == 32 and lines[-1].seconds == 32.0
+    assert (read.records, read.dropped, read.truncated) == (32, 0, False)
+    assert read.unfinished == "it had not ended after 2 MiB (no kernel log is that long)"
+    monkeypatch.setattr(probe, "MAX_RECORDS", 10)
+    lines, read, fake = kmsg_device(monkeypatch, big)
+    assert [ln.seconds for ln in lines] == [float(i) for i in range(23, 33)]
+    assert (read.records, read.dropped, read.truncated, read.unfinished is not None) == (10, 22, True, True)
+    monkeypatch.setattr(probe, "MAX_RECORDS", 4)
+    lines, read, _ = kmsg_device(monkeypatch, [record(i) for i in range(1, 6)])
+    assert (len(lines), read.dropped, read.truncated) == (4, 1, True)  # one record dropped is a cut said
 
 
 def test_journalctls_output_is_bounded_while_it_is_read(tmp_path: Path) -> None:

@@ -275,3 +275,74 @@ def test_an_older_pytest_html_gets_a_warning_not_a_broken_page(pytester: pytest.
     htmlreport.register(config, None, "gpucheck-html-test")  # type: ignore[arg-type]
     assert isinstance(config.pluginmanager.get_plugin("gpucheck-html-test"), htmlreport.HtmlReport)
     config.pluginmanager.unregister(name="gpucheck-html-test")
+
+
+def test_the_summary_is_the_terminals_coloured_as_there_every_line_escaped() -> None:
+    """The summary section: the verdict (its colour: green accelerated, amber degraded, red otherwise), the header
+    line, then each line of the terminal's gpucheck section, coloured by its markup (a broken layer red and bold, an
+    ok one green); machine text (a finding's id, summary, a layer's blocker) as text. The only tags are gpucheck's."""
+    from gpucheck.blocking import LayerState
+    from gpucheck.diagnosis import Result
+    from gpucheck.htmlreport import summary_html
+
+    rc = _hostile_finding("no-nvidia-gpu", Severity.BLOCKER)
+    layers = (LayerState("hardware", "broken", ("no-nvidia-gpu",)), LayerState("kernel", "blocked", (), HOSTILE),
+              LayerState("driver", "ok", ()), LayerState("framework", "not checked", ()))
+    page = summary_html(Result(None, {}, (rc,), rc, "not-accelerated", layers, True))
+    assert "<script" not in page and "<img" not in page
+    assert set(re.findall(r"</?([a-z]+)", page)) == {"div", "p", "pre", "span"}
+    assert page.startswith('<div class="gpucheck-summary" id="gpucheck"><p class="gpucheck-verdict" '
+                           'style="font-size:1.3em;font-weight:bold;color:#c62828">gpucheck verdict: not-accelerated '
+                           '(root cause: no-nvidia-gpu)</p><p class="gpucheck-header">gpucheck: diagnosis incomplete</p>')
+    assert '<span style="color:#c62828;font-weight:bold">hardware   broken      no-nvidia-gpu</span>' in page
+    assert '<span style="color:#2e7d32">driver     ok</span>' in page
+    assert f'<span style="color:#a66300">kernel     blocked     by {html.escape(HOSTILE)}</span>' in page
+    assert "\nframework  not checked\n" in page  # no markup: no span
+    assert f"{html.escape(HOSTILE)}</span>" in page  # the root cause's summary, escaped, red and bold
+    green = summary_html(Result(None, {}, (), None, "accelerated", (), True))
+    assert 'color:#2e7d32">gpucheck verdict: accelerated</p>' in green
+    degraded = _hostile_finding("pcie-link-degraded", Severity.DEGRADED)
+    amber = summary_html(Result(None, {}, (degraded,), degraded, "degraded", (), True))
+    assert 'color:#a66300">gpucheck verdict: degraded (root cause: pcie-link-degraded)</p>' in amber
+    assert '<span style="color:#a66300;font-weight:bold">' in amber
+
+
+def test_the_cells_of_a_failed_a_blocked_and_a_not_checked_check() -> None:
+    """A failed check's cells: each fault, its id (and GPU), layer and severity, cause; and its remedy with its
+    action, one block each. A blocked check: the blocker and the remedy that unblocks it. Not checked: why, and no
+    remedy."""
+    ecc = finding("ecc-errors", Severity.DEGRADED, summary="s", cause="Memory errors.", remedy="Reset it.",
+                  subject="GPU-1")
+    lost = finding("no-nvidia-gpu", Severity.BLOCKER, summary="No GPU.", cause="None on the bus.", remedy="Add one.")
+    cause, remedy = cause_and_remedy(Decision("failed", faults=(ecc, lost), finding_ids=("ecc-errors", "no-nvidia-gpu")))
+    assert cause == ('<div class="gpucheck-fault"><b>ecc-errors</b> (GPU-1) [health, degraded]: Memory errors.</div>'
+                     '<div class="gpucheck-fault"><b>no-nvidia-gpu</b> [hardware, blocker]: None on the bus.</div>')
+    assert remedy == ('<div class="gpucheck-fault">Reset it. <i>(action: reset-gpu)</i></div>'
+                      f'<div class="gpucheck-fault">Add one. <i>(action: {lost.action})</i></div>')
+    assert cause_and_remedy(Decision("skipped", "blocked by no-nvidia-gpu", blocked_by=lost)) == (
+        "blocked by <b>no-nvidia-gpu</b> [hardware]: No GPU.", "fix no-nvidia-gpu first: Add one.")
+    assert cause_and_remedy(Decision("skipped", "blocked by ecc-errors", blocked_by=ecc))[0] == (
+        "blocked by <b>ecc-errors</b> (GPU-1) [health]: s")
+    assert cause_and_remedy(Decision("skipped", "not checked: no kernel log")) == ("not checked: no kernel log", "")
+
+
+def test_the_summary_shows_the_machines_header_lines_but_not_the_verdict_twice() -> None:
+    """With the machine's facts: its header lines (what is on the bus, the driver, the framework, the GPUs' numbers),
+    each a paragraph, less the terminal's own verdict line (the page's title says it); then the lines in a ``pre``."""
+    from gpucheck.diagnosis import Result
+    from gpucheck.htmlreport import summary_html
+    from gpucheck.report import header_lines
+    from tests.test_kernel_log import hand_facts
+
+    result = Result(hand_facts([]), {}, (), None, "accelerated", (), True)
+    header = [line for line in header_lines(result) if not line.startswith("gpucheck verdict:")]
+    assert len(header) >= 2 and len(header) == len(header_lines(result)) - 1
+    page = summary_html(result)
+    assert page == (
+        '<div class="gpucheck-summary" id="gpucheck"><p class="gpucheck-verdict" style="font-size:1.3em;'
+        'font-weight:bold;color:#2e7d32">gpucheck verdict: accelerated</p>'
+        + "".join(f'<p class="gpucheck-header">{html.escape(line)}</p>' for line in header)
+        + '<pre class="gpucheck-lines" style="white-space:pre-wrap;color:#222;border:1px solid #ddd;padding:6px;'
+        'background:#fafafa">' + page.split('background:#fafafa">', 1)[1].removesuffix("</pre></div>") + "</pre></div>"
+    )
+    assert page.endswith("</pre></div>") and "gpucheck verdict: accelerated</p>" in page

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,26 @@ import pytest
 
 from conftest import GpucheckRun
 from gpucheck.diagnosis import Diagnosis, Result
-from gpucheck.facts import facts_of
-from gpucheck.model import catalog
-from gpucheck.records.facts import outcome
-from gpucheck.records.parse import records, text_line
+from gpucheck.facts import (
+    ChildExit,
+    Facts,
+    HardwareFacts,
+    KernelFacts,
+    NvmlGpu,
+    PciDevice,
+    ProbeOutcome,
+    VisibilityFacts,
+    facts_of,
+)
+from gpucheck.model import UNREAD_KEY, Finding, catalog
+from gpucheck.records.facts import KernelLogRead, RecordsFacts, outcome
+from gpucheck.records.parse import KEPT, read_records, records, text_line
 from gpucheck.records.probe import read_kernel_log, read_kmsg
+from gpucheck.records.rules import LOG_IDS, not_checked, records_rules
 from gpucheck.settings import Settings
+from tests.factsbuild import make_facts
+from tests.test_nvml_rules import gpu as nvml_gpu
+from tests.test_nvml_rules import nvml_facts
 
 LOGS = Path(__file__).parent / "logs" / "kmsg"
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -150,7 +165,8 @@ def test_a_fifo_in_place_of_dev_kmsg_is_refused_not_waited_on(tmp_path: Path) ->
     os.mkfifo(tmp_path / "dev" / "kmsg")
     start = time.monotonic()
     log, _ = read_kernel_log(tmp_path)
-    assert log.source is None and "neither the kernel's /dev/kmsg nor a regular file" in log.tried[0]
+    assert log.source is None
+    assert log.tried[0] == f"{tmp_path / 'dev' / 'kmsg'}: OSError: neither the kernel's /dev/kmsg nor a regular file"
     assert time.monotonic() - start < 30  # did not hang (a blocking open would wait for a writer for ever)
 
 
@@ -441,3 +457,547 @@ def test_gsp_error_then_xid_154_through_pytest(
     outcomes = {c["nodeid"].split("::")[-1]: c["outcome"] for c in run.report["checks"]}
     assert outcomes["test_kernel_log_xid"] == "failed" and outcomes["test_gpu_reachable[GPU-0]"] == "passed"
     assert "kernel log (" in run.result.stdout.str()
+
+
+# --- the rules on facts built by hand (in-process: tests/mutation/run_mutmut.py runs these) --------------------------
+# The kernel log's own lines (tests/logs/kmsg/), moved onto the PCI addresses of the NVML GPUs of
+# tests/test_nvml_rules.py (00000000:10:00.0, :11:00.0, ...): the records the real parser reads from them, judged by
+# records_rules over facts as the diagnosis builds them.
+
+#: The real lines, on GPU-0's address (0000:10:00) unless the test moves them.
+REAL = {
+    79: "NVRM: Xid (PCI:0000:10:00): 79, GPU has fallen off the bus.",
+    48: "NVRM: Xid (PCI:0000:10:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE) has "
+        "been detected on GPU in the framebuffer at partition 1, subpartition 0.",
+    63: "NVRM: Xid (PCI:0000:10:00): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.",
+    64: "NVRM: Xid (PCI:0000:10:00): 64, pid='<unknown>', name=<unknown>, Dynamic Page Retirement: Blacklisting failed.",
+    74: "NVRM: Xid (PCI:0000:10:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link 14(0x0, "
+        "0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+    119: "NVRM: Xid (PCI:0000:10:00): 119, pid=2357, name=nv-hostengine, Timeout waiting for RPC from GPU0 GSP! Expected "
+         "function 76 (GSP_RM_CONTROL) (0x90cc0301 0xc).",
+    120: "NVRM: Xid (PCI:0000:10:00): 120, GSP kernel exception: store access page fault (cause:0xf) @ "
+         "pc:0xffffffff93003d42, partition:4#0",
+    154: "NVRM: Xid (PCI:0000:10:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+    43: "NVRM: Xid (PCI:0000:10:00): 43, pid=1045242, name=pt_main_thread, Ch 00000008",
+    31: "NVRM: Xid (PCI:0000:10:00): 31, pid=2512125, name=python3.10, Ch 00000008, intr 00000000. MMU Fault: ENGINE "
+        "GRAPHICS GPCCLIENT_T1_8 faulted @ 0x73ac_1c000000.",
+    13: "NVRM: Xid (PCI:0000:10:00): 13, Graphics Exception: ESR 0x5067b0=0x9 0x5067b4=0x24 0x5067a8=0x4c1eb72",
+    62: "NVRM: Xid (PCI:0000:10:00): 62, 223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca 2063f48c",
+}
+#: The nvtrust report's SXid 22013 (tests/logs/kmsg/sxid-nvtrust-124.log), its event once Non-fatal, once Fatal.
+SXID_NONFATAL = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt"
+SXID_FATAL = "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Fatal, Link 44 Minion Link DLREQ interrupt"
+OK_EXIT = ChildExit("ok", 0, None, 1.0, (), "write facts", None)
+
+
+def at(line: str, bus: str) -> str:
+    """A real line moved onto another PCI address (``0000:11:00``)."""
+    return line.replace("0000:10:00", bus)
+
+
+def hand_facts(messages: list[str], gpus: list[NvmlGpu] | None = None, *, switches: int = 0, exit: ChildExit = OK_EXIT,
+               unfinished: str | None = None, keep: int | None = None, source: str | None = "/dev/kmsg",
+               nvml_links: list[Any] | None = None, nvml: bool = True) -> Facts:
+    """Facts of a machine with ``gpus`` (NVML; two A100s by default) and ``switches`` NVSwitches on its PCI bus, whose
+    records child read ``messages`` (one a second, from 1000 s after boot) as the real child does (``read_records``)."""
+    gpus = [nvml_gpu(0), nvml_gpu(1)] if gpus is None else gpus
+    read = read_records([text_line(f"[{1000 + i}.000000] {m}") for i, m in enumerate(messages)],
+                        *(() if keep is None else (keep,)))
+    rf = RecordsFacts(KernelLogRead(source, unfinished=unfinished), read.xids, dropped=read.dropped,
+                      application_processes=read.application_processes, uncatalogued=read.uncatalogued,
+                      kept=KEPT if keep is None else keep)
+    nvswitch = tuple(PciDevice(f"0000:{5 + i:02x}:00.0", "0x10de", "0x22a3", "0x068000", "nvidia") for i in range(switches))
+    return make_facts(
+        hardware=HardwareFacts("/sys/bus/pci/devices", True, None, 8, False, nvswitch, ()),
+        kernel=KernelFacts("/proc/driver/nvidia/version", None, "550.54.15", None, (), True, ()),
+        visibility=VisibilityFacts(None, None, None, (), False, None, None, ()),
+        cuda=ProbeOutcome("cuda", OK_EXIT, None),
+        nvml=ProbeOutcome("nvml", OK_EXIT, nvml_facts(gpus, nvml_links) if nvml else None),
+        records=ProbeOutcome("records", exit, rf if exit.status == "ok" else None),
+    )
+
+
+def judge(messages: list[str], gpus: list[NvmlGpu] | None = None, **kw: Any) -> list[Finding]:
+    return records_rules(hand_facts(messages, gpus, **kw), Settings(framework="none"))
+
+
+def by_id(found: list[Finding]) -> dict[str, list[Finding]]:
+    out: dict[str, list[Finding]] = {}
+    for f in found:
+        out.setdefault(f.id, []).append(f)
+    return out
+
+
+@pytest.mark.parametrize(("code", "cause", "severity"), [
+    (79, "gpu-lost", "blocker"), (48, "ecc-errors", "degraded"), (63, "ecc-errors", "degraded"),
+    (64, "ecc-errors", "blocker"), (74, "nvlink-degraded", "degraded"), (119, "gsp-firmware-error", "blocker"),
+    (120, "gsp-firmware-error", "blocker"),
+])
+def test_a_hardware_xid_names_its_cause_on_the_gpu_at_its_address(code: int, cause: str, severity: str) -> None:
+    """The hardware-class codes name a cause of their own (the module's docstring), on NVML's GPU at the record's PCI
+    address; on an address no GPU has, on no GPU; the evidence counts the records and names the GPU."""
+    (f,) = judge([REAL[code]])
+    assert (f.id, f.severity.value, f.subject) == (cause, severity, "GPU-0")
+    assert f.evidence["gpu"] == 0 and f.evidence["pci"] == "0000:10:00" and f.evidence["records"] == 1
+    assert [x["xid"] for x in f.evidence["xids"]] == [code]
+    (g,) = judge([at(REAL[code], "0000:11:00")])
+    assert (g.id, g.subject, g.evidence["gpu"]) == (cause, "GPU-1", 1)
+    (h,) = judge([at(REAL[code], "0000:99:00")])
+    assert (h.id, h.severity.value, h.subject, h.evidence["gpu"]) == (cause, severity, None, None)
+    assert "The GPU at PCI 0000:99:00" in h.summary
+
+
+def test_a_gpu_lost_of_unknown_address_is_the_one_the_log_names() -> None:
+    """A GPU NVML cannot reach has no bus id: the one lost GPU of unknown address is the one an Xid 79 names; of two
+    such, neither is."""
+    from gpucheck.facts import NvmlError
+    lost = nvml_gpu(1, handle_error=NvmlError("nvmlDeviceGetHandleByIndex_v2", "failed", 15, "NVML_ERROR_GPU_IS_LOST", None),
+                    pci_bus_id=None)
+    assert [f.id for f in judge([at(REAL[79], "0000:11:00")], [nvml_gpu(0), lost])] == []  # NVML says it already
+    assert [f.subject for f in judge([at(REAL[48], "0000:11:00")], [nvml_gpu(0), lost])] == ["GPU-1"]
+    other = nvml_gpu(2, handle_error=lost.handle_error, pci_bus_id=None)
+    assert [f.subject for f in judge([at(REAL[48], "0000:11:00")], [nvml_gpu(0), lost, other])] == [None]
+    reachable = nvml_gpu(1, pci_bus_id=None)
+    assert [f.subject for f in judge([at(REAL[48], "0000:11:00")], [nvml_gpu(0), reachable])] == [None]
+
+
+def test_what_nvml_already_says_is_not_said_twice() -> None:
+    """Xid 79 on a GPU NVML reports lost is NVML's gpu-lost alone; a log's ECC record where NVML's counters make
+    an ecc-errors at least as severe is a note of when; a log's Xid 64 (remap failed) keeps its own blocker beside
+    NVML's degraded counters; an Xid 79 with other records makes no finding of those either (the GPU is gone)."""
+    from gpucheck.facts import NvmlEcc, NvmlError, RemappedRows
+    lost = nvml_gpu(0, handle_error=NvmlError("nvmlDeviceGetHandleByIndex_v2", "failed", 15, "NVML_ERROR_GPU_IS_LOST", None))
+    assert judge([REAL[79]], [lost, nvml_gpu(1)]) == []
+    assert judge([REAL[79], REAL[43], REAL[62]], [lost, nvml_gpu(1)]) == []
+    counted = nvml_gpu(0, ecc=NvmlEcc(True, True, 2, 2))
+    (note,) = judge([REAL[48]], [counted, nvml_gpu(1)])
+    assert (note.id, note.severity.value, note.subject) == ("xid-recorded", "info", "GPU-0")
+    (own,) = judge([REAL[64]], [counted, nvml_gpu(1)])
+    assert (own.id, own.severity.value) == ("ecc-errors", "blocker")
+    failed = nvml_gpu(0, remapped_rows=RemappedRows(0, 1, False, True))
+    (note64,) = judge([REAL[64]], [failed, nvml_gpu(1)])
+    assert note64.id == "xid-recorded"
+    (lost_log,) = judge([REAL[79], REAL[43]])
+    assert lost_log.id == "gpu-lost" and [x["xid"] for x in lost_log.evidence["also_logged"]] == [43]
+
+
+def test_xid_154_asks_for_what_the_driver_says_newest_first() -> None:
+    """Xid 154 is the recovery action of every finding of its GPU, or xid-recovery-required (a blocker) where nothing
+    else names the fault; back to 0x0 (None) it asks for nothing; of two, the newest counts."""
+    (alone,) = judge([REAL[154]])
+    assert (alone.id, alone.severity.value, alone.subject, alone.action) == (
+        "xid-recovery-required", "blocker", "GPU-0", "reset-gpu")
+    assert alone.evidence["recovery_action"] == "0x1 (GPU Reset Required)" and alone.evidence["records"] == 1
+    assert alone.summary == ("GPU 0 (NVIDIA A100 80GB PCIe, 00000000:10:00.0): the driver says it needs 0x1 (GPU Reset "
+                             "Required) (Xid 154, after no other Xid in this boot's log).")
+    after = judge([REAL[62], REAL[154]])
+    assert [(f.id, f.evidence["records"]) for f in after] == [("xid-recovery-required", 2)]
+    assert "after Xid 62" in after[0].summary
+    (gsp,) = judge([REAL[120], REAL[154]])
+    assert gsp.id == "gsp-firmware-error" and gsp.evidence["recovery_action"] == "0x1 (GPU Reset Required)"
+    assert gsp.evidence["xid_154"]["xid"] == 154 and gsp.action == "reset-gpu"
+    back = REAL[154].replace("from 0x0 (None) to 0x1 (GPU Reset Required)", "from 0x1 (GPU Reset Required) to 0x0 (None)")
+    assert judge([back]) == []
+    reboot = REAL[154].replace("to 0x1 (GPU Reset Required)", "to 0x2 (Node Reboot Required)")
+    (newest,) = judge([REAL[154], reboot])
+    assert newest.evidence["recovery_action"] == "0x2 (Node Reboot Required)" and newest.action == "reboot"
+    # Two records the parser keeps apart (two processes named): the one of the later time wins, whatever the order.
+    older = judge([f"{reboot} pid=1", f"{REAL[154]} pid=2"])
+    assert older[0].evidence["recovery_action"] == "0x1 (GPU Reset Required)"
+
+
+def test_a_programs_fault_is_a_note_only_where_nothing_else_is_wrong() -> None:
+    """Xid 13/31/43 naming the process are xid-application-fault (info), one per GPU, its processes counted; with a
+    record of no cause of its own on the GPU (Xid 62) only notes; unnamed, a note per code."""
+    (app,) = judge([REAL[43], REAL[31], at(REAL[31], "0000:11:00")][:2])
+    assert (app.id, app.severity.value, app.subject, app.evidence["records"]) == ("xid-application-fault", "info",
+                                                                                  "GPU-0", 2)
+    assert "pt_main_thread (pid 1045242), python3.10 (pid 2512125) faulted on it (Xid 31, 43)" in app.summary
+    mixed = judge([REAL[43], REAL[62]])
+    assert [(f.id, f.severity.value) for f in mixed] == [("xid-recorded", "info")]
+    assert mixed[0].evidence["codes"] == {"62": 1}
+    unnamed = judge([REAL[13], REAL[13], REAL[43]])
+    assert [(f.id, f.evidence.get("codes")) for f in unnamed] == [("xid-application-fault", None),
+                                                                   ("xid-recorded", {"13": 2})]
+    two = judge([REAL[43], at(REAL[43], "0000:11:00")])
+    assert [(f.id, f.subject) for f in two] == [("xid-application-fault", "GPU-0"), ("xid-application-fault", "GPU-1")]
+
+
+def test_codes_not_in_the_catalog_are_one_note_and_the_dropped_records_are_counted() -> None:
+    """Codes NVIDIA's catalog has not are one note per GPU with each code's count; what the child did not keep is
+    counted in the findings' records and processes."""
+    unknown = [REAL[62].replace(" 62, ", f" {c}, ") for c in (998, 999, 998)]
+    (note,) = judge(unknown)
+    assert (note.id, note.evidence["codes"], note.evidence["records"]) == ("xid-recorded", {"998": 2, "999": 1}, 2)
+    assert "Xid 998, 999 (not in NVIDIA" in note.summary
+    many = [f"NVRM: Xid (PCI:0000:10:00): 43, pid={1000 + i}, name=python3, Ch 00000008" for i in range(30)]
+    (app,) = judge(many, keep=20)
+    assert app.evidence["records"] == 30 and len(app.evidence["xids"]) == 20
+    assert "and 10 more faulted on it" in app.summary
+    folded = [REAL[62].replace(" 62, ", f" {2000 + c}, ") for c in range(25)]
+    (codes,) = judge(folded, keep=20)
+    assert codes.evidence["records"] == 25 and len(codes.evidence["codes"]) == 20
+    assert "and 5 more (not in NVIDIA" in codes.summary
+    assert codes.cause.endswith("NVIDIA's immediate action: none given; investigatory: none given.")
+    # A code the catalog has not, from more processes than the child keeps: all of them counted, times too.
+    faulting = [REAL[62].replace(" 62, ", f" 999, pid={100 + p}, name=x, ") for p in range(25)]
+    (counted,) = judge(faulting, keep=20)
+    assert (counted.evidence["codes"], counted.evidence["records"]) == ({"999": 25}, 25)
+    assert "25 times this boot, 1000 s to 1024 s after boot" in counted.summary
+    (quoted,) = judge([REAL[62].replace("2063f48c", "x" * 250)])  # the driver's words quoted up to 200 characters
+    words = REAL[62].split(" 62, ", 1)[1].replace("2063f48c", "x" * 250)
+    assert quoted.cause.startswith(f"`NVRM: Xid (PCI:0000:10:00): 62, {words[:200]}`. NVIDIA's immediate action: ")
+    pending = judge([*folded, REAL[154]], keep=20)
+    assert pending[0].id == "xid-recovery-required" and pending[0].evidence["records"] == 26
+    assert "and 5 more" in pending[0].summary
+
+
+def test_a_log_of_more_addresses_than_gpus_is_judged_for_64_and_counted_for_the_rest() -> None:
+    """NVML's GPUs first, then the log's order: the first 64 addresses are judged one by one, the others one note
+    with their records counted."""
+    lines = [at(REAL[43], f"0000:{0x20 + i:02x}:00") for i in range(70)] + [REAL[79]]
+    found = judge(lines)
+    assert found[0].id == "gpu-lost" and found[0].subject == "GPU-0"
+    assert len(found) == 65 and [f.id for f in found[1:64]] == ["xid-application-fault"] * 63
+    rest = found[64]
+    assert (rest.id, rest.severity.value, rest.evidence["records"]) == ("xid-recorded", "info", 7)
+    assert "names 71 PCI addresses" in rest.summary and "the last 7 are counted" in rest.summary
+    # The last address's 25 processes, of which the child kept 20: counted whole.
+    crowded = [*lines[:70], *(at(REAL[43], "0000:99:00").replace("pid=1045242", f"pid={p}") for p in range(25)), REAL[79]]
+    last = judge(crowded, keep=20)[-1]
+    assert shown(last) == {
+        "id": "xid-recorded", "severity": "info", "layer": "health", "action": "none",
+        "summary": "The kernel log names 72 PCI addresses in its Xid records, more than any machine has GPUs: the records "
+                   "of the last 8 are counted, not judged one by one (32 times this boot, 1063 s to 1094 s after boot).",
+        "cause": "A log of another machine, or one written to look like a kernel log, names more GPUs than are here.",
+        "remedy": "Read the kernel log itself (`sudo dmesg | grep 'NVRM: Xid'`).",
+        "evidence": {"source": "kernel log", "records": 32},
+    }
+    assert len(last.evidence["xids"]) == 20  # LISTED of the 27 kept
+    assert len(judge([*lines[:63], REAL[79]])) == 64
+
+
+def test_an_sxid_is_judged_per_switch_and_is_a_note_where_no_nvswitch_is() -> None:
+    """An SXid the driver calls Fatal, the guide calls always fatal, or that stalls traffic is nvlink-degraded on its
+    NVSwitch (a reboot); a non-fatal one a note; one finding per switch and id, its codes counted. Where no NVSwitch
+    is on the readable PCI bus, any SXid is a note that asks for nothing."""
+    (fatal,) = judge([SXID_FATAL], switches=4)
+    assert (fatal.id, fatal.severity.value, fatal.subject) == ("nvlink-degraded", "degraded", "NVSwitch 0000:04:00.0")
+    assert fatal.evidence["recovery_action"] == "reboot" and fatal.action == "reboot" and fatal.evidence["fatal"] is True
+    (note,) = judge([SXID_NONFATAL], switches=4)
+    assert (note.id, note.severity.value, note.evidence["fatal"]) == ("xid-recorded", "info", False)
+    always = SXID_FATAL.replace("22013, Fatal", "12020, Non-fatal")
+    stalls = SXID_FATAL.replace("22013, Fatal", "11004, Non-fatal")
+    (both,) = judge([always, stalls], switches=4)
+    assert both.id == "nvlink-degraded" and both.evidence["codes"] == {"12020": 1, "11004": 1}
+    assert both.evidence["records"] == 2
+    other = judge([always, stalls.replace("(PCI:0000:04:00.0)", "(PCI:0000:05:00.0)")], switches=4)
+    assert [f.subject for f in other] == ["NVSwitch 0000:04:00.0", "NVSwitch 0000:05:00.0"]
+    (switchless,) = judge([SXID_FATAL])
+    assert (switchless.id, switchless.severity.value, switchless.action) == ("xid-recorded", "info", "none")
+    assert "recovery_action" not in switchless.evidence and switchless.subject == "NVSwitch 0000:04:00.0"
+    assert "No NVSwitch is on this machine's PCI bus" in switchless.summary
+
+
+@pytest.mark.parametrize(("exit_", "said"), [
+    (ChildExit("crashed", None, "SIGKILL", 1.0, (), "read kmsg", None), "died (SIGKILL)"),
+    (ChildExit("crashed", 1, None, 1.0, (), "read kmsg", "Traceback"), "died (exit code 1: Traceback)"),
+    (ChildExit("timeout", None, "SIGKILL", 60.0, (), "read kmsg", "60 s"), "was killed at its time limit (60 s)"),
+    (ChildExit("error", None, None, 0.0, (), None, "fork failed"), "could not start (fork failed)"),
+])
+def test_a_records_probe_that_did_not_finish_is_records_unread(exit_: ChildExit, said: str) -> None:
+    """A records probe that crashed, was killed or timed out: records-unread (degraded), whose evidence says the
+    kernel log was not read (what makes doctor exit 2): never no finding."""
+    (f,) = judge([REAL[79]], exit=exit_)
+    assert (f.id, f.severity.value) == ("records-unread", "degraded")
+    assert f.evidence[UNREAD_KEY] == "kernel log" and said in f.summary
+    assert not_checked(hand_facts([], exit=exit_), Settings()) == dict.fromkeys(
+        LOG_IDS, f"the records probe ended {exit_.status} before it said anything")
+
+
+def test_a_log_read_no_further_is_records_unread_beside_what_was_read() -> None:
+    unread, lost = judge([REAL[79]], unfinished="/dev/kmsg never ended")
+    assert (unread.id, unread.evidence[UNREAD_KEY], unread.evidence["unfinished"]) == (
+        "records-unread", "kernel log", "/dev/kmsg never ended")
+    assert "read /dev/kmsg no further: /dev/kmsg never ended" in unread.summary and lost.id == "gpu-lost"
+    assert [f.id for f in judge([REAL[79]])] == ["gpu-lost"]
+
+
+def test_the_kernel_log_not_looked_at_says_why() -> None:
+    facts = hand_facts([])
+    assert not_checked(facts, Settings()) == {}
+    none_read = replace(hand_facts([], source=None), units={**facts.units, "records": ProbeOutcome(
+        "records", OK_EXIT, RecordsFacts(KernelLogRead(None, ("/dev/kmsg: PermissionError", "journalctl: not found"))))})
+    assert not_checked(none_read, Settings()) == dict.fromkeys(
+        LOG_IDS, "the kernel log could not be read: /dev/kmsg: PermissionError; journalctl: not found")
+    not_run = replace(facts, units={**facts.units, "records": None}, not_run={"records": "no NVIDIA GPU"})
+    assert not_checked(not_run, Settings()) == dict.fromkeys(LOG_IDS, "no NVIDIA GPU")
+    assert records_rules(not_run, Settings()) == []
+    unsaid = replace(facts, units={**facts.units, "records": None})
+    assert not_checked(unsaid, Settings()) == dict.fromkeys(LOG_IDS, "the records probe did not run")
+
+
+def shown(f: Finding) -> dict[str, Any]:
+    """A finding as the report shows it, less the records it lists (``xids``, ``also_logged``, ``xid_154``)."""
+    out = f.to_json()
+    out["evidence"] = {k: v for k, v in out["evidence"].items() if k not in ("xids", "also_logged", "xid_154")}
+    return out
+
+
+A100_0 = "GPU 0 (NVIDIA A100 80GB PCIe, 00000000:10:00.0)"
+ON_GPU_0 = {"gpu": 0, "pci": "0000:10:00", "source": "kernel log"}
+SXID_MEANING = ("NVSwitch errors the nvidia-nvswitch driver logs as SXid; a Fatal one stalls the NVLink traffic through "
+                "that switch (the GPUs' CUDA jobs abort with Xid 45) until the system is restarted to reset the GPUs and "
+                "NVSwitches (Fabric Manager user guide, 'NVSwitch SXid errors').")
+SXID_22013 = {"sxid": 22013, "name": "Minion Link DLREQ interrupt", "class": "non-fatal",
+              "impact": "This SXid can be safely ignored.", "nvswitch": "nvidia-nvswitch3", "pci": "0000:04:00.0",
+              "count": 1, "first_s": 1000.0, "last_s": 1000.0}
+
+
+def test_an_sxid_finding_as_the_report_shows_it() -> None:
+    """The words and evidence of an NVSwitch's SXid: the driver's Fatal (with a restart), the guide's classes, the
+    guide's impact where it is this record's; a code the guide does not list is a note with the guide's meaning."""
+    (fatal,) = judge([SXID_FATAL], switches=4)
+    assert shown(fatal) == {
+        "id": "nvlink-degraded", "severity": "degraded", "layer": "health", "action": "reboot",
+        "subject": "NVSwitch 0000:04:00.0",
+        "summary": "NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a Fatal SXid, 22013 (Minion Link DLREQ interrupt): "
+                   "NVLink traffic through it stalls, 1 time this boot, 1000 s to 1000 s after boot.",
+        # Not the guide's "can be safely ignored" of the code's non-fatal form, under a finding that drains the node.
+        "cause": f"{SXID_MEANING} The Fabric Manager guide lists SXid 22013 as non-fatal; the driver wrote this one "
+                 "Fatal.",
+        "remedy": "Drain the node and restart it to reset the GPUs and NVSwitches (Fabric Manager user guide); if the "
+                  "same SXid comes back, have the NVSwitch baseboard inspected.",
+        "evidence": {**SXID_22013, "first": "Fatal, Link 44 Minion Link DLREQ interrupt", "fatal": True,
+                     "source": "kernel log", "recovery_action": "reboot"},
+    }
+    (note,) = judge([SXID_NONFATAL], switches=4)
+    assert shown(note) == {
+        "id": "xid-recorded", "severity": "info", "layer": "health", "action": "none", "subject": "NVSwitch 0000:04:00.0",
+        "summary": "NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a non-fatal SXid 22013 (Minion Link DLREQ "
+                   "interrupt), 1 time this boot, 1000 s to 1000 s after boot.",
+        "cause": "A non-fatal NVSwitch error: the switch corrected or contained it. This SXid can be safely ignored.",
+        "remedy": "Nothing to do unless it recurs or turns Fatal.",
+        "evidence": {**SXID_22013, "first": "Non-fatal, Link 44 Minion Link DLREQ interrupt", "fatal": False,
+                     "source": "kernel log"},
+    }
+    (unknown,) = judge([SXID_NONFATAL.replace("22013", "99999")], switches=4)
+    assert unknown.summary == ("NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a non-fatal SXid 99999, 1 time this "
+                               "boot, 1000 s to 1000 s after boot.")
+    assert unknown.cause == f"A non-fatal NVSwitch error: the switch corrected or contained it. {SXID_MEANING}"
+    assert (unknown.evidence["name"], unknown.evidence["class"], unknown.evidence["impact"]) == (None, None, None)
+    (always,) = judge([SXID_FATAL.replace("22013, Fatal", "12020, Non-fatal")], switches=4)
+    assert "logged an SXid the Fabric Manager guide calls always fatal, 12020 (" in always.summary
+    assert always.cause == SXID_MEANING  # the guide gives 12020 no impact
+    (stalls,) = judge([SXID_FATAL.replace("22013, Fatal", "11004, Non-fatal")], switches=4)
+    assert "logged an SXid whose impact, by the Fabric Manager guide, is stalled NVLink traffic, 11004 (" in stalls.summary
+    (fatal_stalls,) = judge([SXID_FATAL.replace("22013", "11004")], switches=4)
+    assert fatal_stalls.cause.startswith(f"{SXID_MEANING} ") and "non-fatal; the driver" not in fatal_stalls.cause
+
+
+def on_gpu_0(cause_id: str, severity: str, action: str, summary: str, cause: str, remedy: str,
+             **evidence: Any) -> dict[str, Any]:
+    """A finding of the kernel log about GPU-0 as the report shows it (:func:`shown`)."""
+    return {"id": cause_id, "severity": severity, "layer": "health", "action": action, "subject": "GPU-0",
+            "summary": summary, "cause": cause, "remedy": remedy, "evidence": {**ON_GPU_0, **evidence}}
+
+
+#: Real records on GPU-0, and the one finding each makes as the report shows it.
+SHOWN: dict[str, tuple[list[str], dict[str, Any]]] = {
+    "gsp": ([REAL[119], REAL[120]], on_gpu_0(
+        "gsp-firmware-error", "blocker", "reset-gpu",
+        f"{A100_0} has a GSP firmware fault (Xid 119/120): jobs on it hang while nvidia-smi and NVML may "
+        "still answer: the kernel log records Xid 119 (GSP RPC Timeout); Xid 120 (GSP Error), 2 times this "
+        "boot, 1000 s to 1001 s after boot.",
+        "The driver wrote `NVRM: Xid (PCI:0000:10:00): 119, Timeout waiting for RPC from GPU0 GSP! Expected "
+        "function 76 (GSP_RM_CONTROL) (0x90cc0301 0xc).`.",
+        "Drain the GPU and reset it (`sudo nvidia-smi -r -i <gpu>`) or reboot; if it recurs, update the driver "
+        "(NVIDIA: INVESTIGATE_SW), or as NVIDIA's documented workaround load the driver with "
+        "`NVreg_EnableGpuFirmware=0` where the driver branch allows it.",
+        records=2,
+    )),
+    "recovery": ([REAL[62], REAL[154]], on_gpu_0(
+        "xid-recovery-required", "blocker", "reset-gpu",
+        f"{A100_0}: the driver says it needs 0x1 (GPU Reset Required) (Xid 154, after Xid 62).",
+        "The driver changed the GPU's recovery action (Xid 154): until that is done, work on the GPU fails or "
+        "hangs. Xid 62 (Internal micro-controller halt (newer drivers))",
+        "Drain the GPU and do what the driver asks: reset the GPU (`sudo nvidia-smi -r -i <gpu>`) for 'GPU "
+        "Reset Required', reboot the node for 'Node Reboot Required'.",
+        recovery_action="0x1 (GPU Reset Required)", records=2,
+    )),
+    "app": ([REAL[43], REAL[31]], on_gpu_0(
+        "xid-application-fault", "info", "none",
+        f"{A100_0}: pt_main_thread (pid 1045242), python3.10 (pid 2512125) faulted on it (Xid 31, 43); "
+        "nothing else is wrong with the GPU in the kernel log.",
+        "Xid 31: GPU memory page fault; Xid 43: GPU stopped processing. These are most often the program's own "
+        "fault (an illegal address, an illegal instruction, a killed job), not the GPU's: NVIDIA's action is "
+        "RESTART_APP, the node stays in service.",
+        "Debug the program (run it under `compute-sanitizer`, or with CUDA_LAUNCH_BLOCKING=1 to find the "
+        "kernel); look at the GPU only if other programs fault on it too.",
+        records=2,
+    )),
+    "note": ([REAL[62], REAL[62]], on_gpu_0(
+        "xid-recorded", "info", "none",
+        f"{A100_0}: the kernel log records Xid 62 (Internal micro-controller halt (newer drivers)), 2 times "
+        "this boot, 1000 s to 1001 s after boot.",
+        "`NVRM: Xid (PCI:0000:10:00): 62, 223b6a66 00002100 00000000 20662342 20662ba6 20664272 2065f7ca "
+        "2063f48c`. NVIDIA's immediate action: RESET_GPU; investigatory: CONTACT_SUPPORT.",
+        "Nothing to do unless it recurs; then follow NVIDIA's Xid catalog "
+        "(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) for this code.",
+        records=1, codes={"62": 2},
+    )),
+}
+
+
+@pytest.mark.parametrize("case", SHOWN)
+def test_a_gpus_findings_as_the_report_shows_them(case: str) -> None:
+    """The words of a GPU's cause, of the recovery the driver asks for, of a program's fault and of a note: who, what
+    the log records (each code with NVIDIA's description), how often and when, what the driver wrote."""
+    messages, expected = SHOWN[case]
+    (f,) = judge(messages)
+    assert shown(f) == expected
+
+
+def test_a_recovery_action_is_the_findings_and_a_code_without_description_is_shown_so() -> None:
+    """Xid 154 beside a cause: the cause's words end with the driver's recovery action; a code NVIDIA's catalog does not
+    describe is shown with "?"; the records listed are the GPU's."""
+    (gsp154,) = judge([REAL[120], REAL[154]])
+    assert gsp154.cause.endswith("Its recovery action is now 0x1 (GPU Reset Required) (Xid 154).")
+    (unknown,) = judge([REAL[62].replace(" 62, ", " 999, "), REAL[154]])
+    assert unknown.cause.endswith("fails or hangs. Xid 999 (?)")
+    (two,) = judge([REAL[62], REAL[62].replace(" 62, ", " 999, "), REAL[154]])
+    assert two.cause.endswith("fails or hangs. Xid 62 (Internal micro-controller halt (newer drivers)); Xid 999 (?)")
+    assert [x["xid"] for x in unknown.evidence["xids"]] == [999, 154]
+
+
+def test_which_gpu_and_which_finding_each_record_makes() -> None:
+    """The edges of the rules over one GPU's records: an Xid written with its function (``0000:10:00.0``) is on the
+    GPU there; without NVML no record is on a GPU; of two lost GPUs only the one without a bus id can be the one
+    the log names; a record of another kind before an SXid does not hide it; a catalogued code and an uncatalogued one
+    are notes of their own; what the child folded of unknown codes is counted in their note only; a program named by
+    its pid or its name alone faulted; a record naming no program of a code whose processes were dropped is counted
+    apart from them."""
+    from gpucheck.facts import NvmlError
+
+    (f,) = judge([REAL[79].replace("0000:10:00)", "0000:10:00.0)")])
+    assert (f.id, f.subject) == ("gpu-lost", "GPU-0")
+    (blind,) = judge([REAL[79]], nvml=False)
+    assert (blind.id, blind.subject, blind.evidence["gpu"]) == ("gpu-lost", None, None)
+    gone = NvmlError("nvmlDeviceGetHandleByIndex_v2", "failed", 15, "NVML_ERROR_GPU_IS_LOST", None)
+    lost_known = nvml_gpu(0, handle_error=gone)
+    lost_unknown = nvml_gpu(1, handle_error=gone, pci_bus_id=None)
+    (ecc,) = judge([at(REAL[48], "0000:12:00")], [lost_known, lost_unknown])
+    assert ecc.subject == "GPU-1"
+    found = judge([REAL[43], SXID_FATAL], switches=4)
+    assert [x.id for x in found] == ["xid-application-fault", "nvlink-degraded"]
+    unknown = REAL[62].replace(" 62, ", " 999, ")
+    notes = judge([REAL[62], unknown])
+    assert [(n.evidence["codes"], "(not in NVIDIA" in n.summary) for n in notes] == [({"62": 1}, False),
+                                                                                   ({"999": 1}, True)]
+    folded = [REAL[62].replace(" 62, ", f" {2000 + c}, ") for c in range(25)]
+    beside = judge([REAL[62], *folded], keep=20)
+    assert [(n.evidence["codes"].get("62"), n.evidence["records"]) for n in beside] == [(1, 1), (None, 25)]
+    by_pid = [f"NVRM: Xid (PCI:0000:10:00): 43, pid={100 + p}, Ch 00000008" for p in range(25)]
+    (app,) = judge(by_pid, keep=20)
+    assert (app.id, app.evidence["records"]) == ("xid-application-fault", 25)
+    (by_name,) = judge(["NVRM: Xid (PCI:0000:10:00): 43, pid='<unknown>', name=job, Ch 00000008"])
+    assert (by_name.id, "job faulted on it (Xid 43)" in by_name.summary) == ("xid-application-fault", True)
+    unnamed_13 = [f"NVRM: Xid (PCI:0000:10:00): 13, pid={100 + p}, Graphics Exception" for p in range(25)]
+    program, note = judge([*unnamed_13, REAL[13]], keep=20)
+    assert (program.id, program.evidence["records"], "(Xid 13)" in program.summary) == ("xid-application-fault", 25,
+                                                                                          True)
+    assert (note.id, note.evidence["codes"], note.evidence["records"]) == ("xid-recorded", {"13": 1}, 1)
+    mixed = judge([REAL[13], REAL[43]])
+    assert "(Xid 43)" in mixed[0].summary and mixed[1].evidence["codes"] == {"13": 1}
+
+
+def test_what_the_kernel_log_says_beside_nvmls_own_findings() -> None:
+    """NVML's counters already at least as severe: the log's ECC record is a note, beside the other records of the GPU
+    (they stay notes of their own); NVML's nvlink-degraded of a GPU whose links are down now makes the log's Xid 74 a
+    note of when, and only on that GPU."""
+    from gpucheck.facts import NvLinkState, NvmlEcc, NvmlNvLink
+
+    counted = nvml_gpu(0, ecc=NvmlEcc(True, True, 2, 2))
+    notes = judge([REAL[48], REAL[62]], [counted, nvml_gpu(1)])
+    assert sorted(tuple(n.evidence["codes"]) for n in notes) == [("48",), ("62",)]
+    assert {n.id for n in notes} == {"xid-recorded"}
+
+    def b200(index: int, up: bool) -> NvmlGpu:
+        links = NvmlNvLink(tuple(NvLinkState(i, int(up)) for i in range(18)))
+        return nvml_gpu(index, name="NVIDIA B200", nvlink=links)
+
+    down, fine = b200(0, False), b200(1, True)
+    (note,) = judge([REAL[74]], [down, fine, b200(2, True)])
+    assert (note.id, note.subject, note.evidence["codes"]) == ("xid-recorded", "GPU-0", {"74": 1})
+    (fault,) = judge([at(REAL[74], "0000:11:00")], [down, fine, b200(2, True)])
+    assert (fault.id, fault.subject) == ("nvlink-degraded", "GPU-1")
+
+
+def test_the_words_of_a_cause_quote_the_driver_and_count_what_was_dropped() -> None:
+    long = REAL[79].replace("fallen off the bus.", "fallen off the bus." + "x" * 250)
+    (lost,) = judge([long])
+    assert lost.cause == f"The driver wrote `NVRM: Xid (PCI:0000:10:00): 79, {long.split(' 79, ', 1)[1][:200]}`."
+    many = [f"NVRM: Xid (PCI:0000:10:00): 63, pid={100 + p}, Row Remapper: New row marked" for p in range(25)]
+    (ecc,) = judge(many, keep=20)
+    assert (ecc.evidence["records"], "25 times this boot, 1000 s to 1024 s after boot" in ecc.summary) == (25, True)
+
+
+def test_an_sxid_note_where_no_nvswitch_is_as_the_report_shows_it() -> None:
+    (note,) = judge([SXID_FATAL])
+    assert shown(note) == {
+        "id": "xid-recorded", "severity": "info", "layer": "health", "action": "none", "subject": "NVSwitch 0000:04:00.0",
+        "summary": "NVSwitch 0000:04:00.0 (nvidia-nvswitch3) logged a Fatal SXid, 22013 (Minion Link DLREQ interrupt): "
+                   "NVLink traffic through it stalls, 1 time this boot, 1000 s to 1000 s after boot. No NVSwitch is on "
+                   "this machine's PCI bus: a note, not a fault.",
+        "cause": f"{SXID_MEANING} The Fabric Manager guide lists SXid 22013 as non-fatal; the driver wrote this one "
+                 "Fatal.",
+        "remedy": "Nothing to do on this machine.",
+        "evidence": {**SXID_22013, "first": "Fatal, Link 44 Minion Link DLREQ interrupt", "fatal": True,
+                     "source": "kernel log"},
+    }
+
+
+def test_the_order_of_the_gpus_findings_and_what_is_counted_apart() -> None:
+    """NVML's GPUs first, then the addresses NVML does not know; what the child dropped of Xid 45s that name the Xid
+    they followed (``owned``) is not counted in a program's own Xid 45; the folded codes of an address past the 64th
+    are counted in the note of those addresses; NVML's NVLink finding makes the log's Xid 74 a note beside the GPU's
+    other notes."""
+    from gpucheck.facts import NvLinkState, NvmlNvLink
+
+    order = judge([at(REAL[48], "0000:05:00"), REAL[48]])
+    assert [f.subject for f in order] == ["GPU-0", None]
+    follow_ups = [f"NVRM: Xid (PCI:0000:10:00): 45, pid={100 + p}, name=python3, Ch 00000001 caused by previous Xid 13"
+                  for p in range(25)]
+    own = "NVRM: Xid (PCI:0000:10:00): 45, pid=12542, name=VLLM::Worker, channel 0x00000002"
+    (program,) = [f for f in judge([*follow_ups, own], keep=20) if f.id == "xid-application-fault"]
+    assert program.evidence["records"] == 1
+    lines = [at(REAL[43], f"0000:{0x20 + i:02x}:00") for i in range(70)]
+    unknown = [REAL[62].replace(" 62, ", f" {2000 + c}, ").replace("0000:10:00", "0000:98:00") for c in range(25)]
+    last = judge([*lines, *unknown, REAL[79]], keep=20)[-1]
+    assert "the last 8 are counted" in last.summary and last.evidence["records"] == 7 + 20 + 5
+    links = NvmlNvLink(tuple(NvLinkState(i, 0) for i in range(18)))
+    up = NvmlNvLink(tuple(NvLinkState(i, 1) for i in range(18)))
+    gpus = [nvml_gpu(0, name="NVIDIA B200", nvlink=links), nvml_gpu(1, name="NVIDIA B200", nvlink=up),
+            nvml_gpu(2, name="NVIDIA B200", nvlink=up)]
+    assert sorted(tuple(f.evidence["codes"]) for f in judge([REAL[74], REAL[62]], gpus)) == [("62",), ("74",)]
+    # A lone B200 with no link up is NVML's fault only under --gpucheck-expect-nvlink: then the log's Xid 74 is a note.
+    alone = [nvml_gpu(0, name="NVIDIA B200", nvlink=links)]
+    assert [f.id for f in judge([REAL[74]], alone)] == ["nvlink-degraded"]
+    expected = records_rules(hand_facts([REAL[74]], alone), Settings(framework="none", expect_nvlink=True))
+    assert [f.id for f in expected] == ["xid-recorded"]
+
+
+def test_a_log_read_no_further_as_the_report_shows_it() -> None:
+    unread, _ = judge([REAL[79]], unfinished="it had not ended after 128 MiB (no kernel log is that long)")
+    assert shown(unread) == {
+        "id": "records-unread", "severity": "degraded", "layer": "health", "action": "none",
+        "summary": "This boot's kernel log was not read to its end: the records probe read /dev/kmsg no further: it had "
+                   "not ended after 128 MiB (no kernel log is that long).",
+        "cause": "A fault the driver recorded (a GPU fallen off the bus, a GSP firmware error) may be in what was not "
+                 "read, so the GPUs' health is not known: this is not checked, never healthy.",
+        "remedy": "Read the log yourself (`sudo dmesg | grep -E 'NVRM: Xid|SXid'`). A probe killed by SIGKILL may have "
+                  "been the OOM killer (`journalctl -k | grep -i oom`); if the log is only slow to read, raise "
+                  "--gpucheck-timeout.",
+        "evidence": {UNREAD_KEY: "kernel log", "log": "/dev/kmsg",
+                     "unfinished": "it had not ended after 128 MiB (no kernel log is that long)"},
+    }

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -518,6 +518,171 @@ def test_the_suite_side_names_the_workers_variable() -> None:
     assert suite.WORKER_GPUS_ENV == shared.WORKER_GPUS_ENV
 
 
+def _diagnosed(findings: tuple[Any, ...] = (), complete: bool = True) -> Result:
+    """A diagnosis of two A100s that NVML numbers the other way round from CUDA (NVML's GPU-0 is CUDA's 1), with
+    TensorFlow registering three: GPU:0 of an ordinal it cannot tell (taken for CUDA's 0), GPU:1 CUDA's 1 (it says),
+    GPU:2 of no ordinal CUDA has; CUDA's third device is on no bus NVML lists, and says no compute capability."""
+    from gpucheck.facts import CudaDevice, CudaDriverFacts, FrameworkGpu, FrameworkView, LibraryLoad, ProbeOutcome
+    from tests.test_kernel_log import OK_EXIT, hand_facts
+    from tests.test_nvml_rules import gpu as nvml_gpu
+
+    facts = hand_facts([], [nvml_gpu(0, pci_bus_id="00000000:11:00.0"), nvml_gpu(1, pci_bus_id="00000000:10:00.0")])
+    cuda = CudaDriverFacts(LibraryLoad("libcuda.so.1", True, "/usr/lib/libcuda.so.1", None), None, 12040, 2, devices=(
+        CudaDevice(0, "NVIDIA A100 80GB PCIe", 8, 0, 80 * 2**30, "00000000:10:00.0", None, None),
+        CudaDevice(1, "NVIDIA A100 80GB PCIe", 8, 6, 40 * 2**30, "00000000:11:00.0", None, None),
+        CudaDevice(2, None, None, 0, None, "00000000:99:00.0", None, None),
+    ))
+    view = FrameworkView("tensorflow", "TensorFlow", "TensorFlow 2.16.1 sees 2 GPU(s)", True, "2.16.1", (
+        FrameworkGpu("GPU:0", None), FrameworkGpu("GPU:1", 1, "TF's name", (9, 0)), FrameworkGpu("GPU:3", 0),
+        FrameworkGpu("GPU:4", None)))
+    facts = replace(facts, cuda=ProbeOutcome("cuda", OK_EXIT, cuda), frameworks={"tensorflow": view})
+    rc = next((f for f in findings if f.severity is Severity.BLOCKER), None)
+    return Result(facts, {}, findings, rc, "not-accelerated" if rc else "accelerated", (), complete)
+
+
+def test_the_gpus_a_marked_test_sees_are_the_frameworks_with_the_drivers_facts() -> None:
+    """``machine_gpus``: the framework's GPUs in its order (the driver's for framework=None), each with the CUDA
+    driver's name, memory, capability and bus id where the framework does not say, NVML's number as its subject,
+    and what blocks it: a fault of its own GPU, or of a layer the test needs machine-wide; not another GPU's (where
+    its NVML number is known)."""
+    ecc = finding("ecc-errors", Severity.BLOCKER, summary="GPU-1 has memory errors.", cause="c", remedy="r",
+                  subject="GPU-1")
+    tf, none = marker.machine_gpus(_diagnosed((ecc,)), "tensorflow"), marker.machine_gpus(_diagnosed((ecc,)), None)
+    assert tf == (
+        Gpu(0, "/GPU:0", "NVIDIA A100 80GB PCIe", 80 * 2**30, "8.0", "00000000:10:00.0", 0, "GPU-1",
+            "ecc-errors: GPU-1 has memory errors."),
+        Gpu(1, "/GPU:1", "TF's name", 40 * 2**30, "9.0", "00000000:11:00.0", 1, "GPU-0", None),
+        Gpu(2, "/GPU:2", "NVIDIA A100 80GB PCIe", 80 * 2**30, "8.0", "00000000:10:00.0", 0, "GPU-1",
+            "ecc-errors: GPU-1 has memory errors."),
+        # A GPU NVML's numbers cannot be told for is not known to be free of any GPU's fault.
+        Gpu(3, "/GPU:3", None, None, None, None, None, None, "ecc-errors: GPU-1 has memory errors."),
+    )
+    assert none == (
+        Gpu(0, "/GPU:0", "NVIDIA A100 80GB PCIe", 80 * 2**30, "8.0", "00000000:10:00.0", 0, "GPU-1",
+            "ecc-errors: GPU-1 has memory errors."),
+        Gpu(1, "/GPU:1", "NVIDIA A100 80GB PCIe", 40 * 2**30, "8.6", "00000000:11:00.0", 1, "GPU-0", None),
+        Gpu(2, "/GPU:2", None, None, None, "00000000:99:00.0", 2, None, "ecc-errors: GPU-1 has memory errors."),
+    )
+    assert [g.usable for g in none] == [False, True, False]
+    lost = finding("cudnn-missing", Severity.BLOCKER, summary="cuDNN 9 not found.", cause="c", remedy="r")
+    # cuDNN is TensorFlow's: it blocks every GPU of a TensorFlow test, none of a driver-level one.
+    assert {g.blocked_by for g in marker.machine_gpus(_diagnosed((lost,)), "tensorflow")} == {
+        "cudnn-missing: cuDNN 9 not found."}
+    assert {g.blocked_by for g in marker.machine_gpus(_diagnosed((lost,)), None)} == {None}
+    # Another framework's blocker blocks none of TensorFlow's GPUs, nor a TensorFlow test machine-wide.
+    jax = replace(lost, framework="jax")
+    assert {g.blocked_by for g in marker.machine_gpus(_diagnosed((jax,)), "tensorflow")} == {None}
+    assert marker.machine_blocker(_diagnosed((jax,)), "tensorflow") is None
+    assert marker.machine_blocker(_diagnosed((lost,)), "tensorflow") is lost
+    no_cuda = _diagnosed()
+    no_cuda = Result(replace(no_cuda.facts, cuda=replace(no_cuda.facts.cuda, facts=None)), {}, (), None, "accelerated",
+                     (), True)
+    assert marker.machine_gpus(no_cuda, None) == ()
+    assert marker.machine_gpus(_diagnosed(), "jax") == () and marker.machine_gpus(Result(
+        None, {}, (), None, "accelerated", (), True), None) == ()
+    machine = Machine.of(_diagnosed((ecc,)))
+    assert set(machine.gpus) == {"none", "tensorflow"} and machine.gpus_for(None) == none
+    assert machine.gpus_for("tensorflow") == tf and machine.gpus_for("jax") == ()
+    assert marker.layers_for("tensorflow") == marker.FRAMEWORK_LAYERS and marker.layers_for(None) == marker.DRIVER_LAYERS
+    assert "framework" in marker.FRAMEWORK_LAYERS and "framework" not in marker.DRIVER_LAYERS
+
+
+def test_a_worker_sees_its_own_gpus_numbered_from_0() -> None:
+    """``for_worker``: the GPUs of the ordinals a worker was given, in the order given, as GPU:0, GPU:1 ...; an
+    ordinal no GPU has is left out; all of them when it was given none."""
+    both = (A100, T4)
+    assert marker.for_worker(both, None) == both
+    assert marker.for_worker(both, (1, 0, 7)) == (
+        Gpu(0, "/GPU:0", T4.name, T4.memory, T4.compute_capability, T4.bus_id, 1, T4.subject, None),
+        Gpu(1, "/GPU:1", A100.name, A100.memory, A100.compute_capability, A100.bus_id, 0, A100.subject, None),
+    )
+    blocked = Gpu(**{**T4.__dict__, "blocked_by": "x: y", "cuda_ordinal": None})
+    assert marker.for_worker((A100, blocked), (0,)) == (A100,) and marker.for_worker((blocked,), (1,)) == ()
+    faulty = Gpu(**{**T4.__dict__, "blocked_by": "x: y"})
+    assert marker.for_worker((A100, faulty), (1,))[0].blocked_by == "x: y"
+    assert marker.for_worker(both, ()) == ()
+
+
+def test_a_gpu_fits_by_memory_and_compute_capability() -> None:
+    """``min_memory`` is at least the GPU's total memory (a GPU that does not say has none); ``compute_capability``
+    is met by the same or a newer (major, minor), never by the major alone."""
+    cc = Gpu(0, "/GPU:0", "x", 16 * 2**30, "8.6", None)
+    assert marker._fits(cc, Need(1, "16GiB")) and not marker._fits(cc, Need(1, str(16 * 2**30 + 1)))
+    assert marker._fits(cc, Need(1, None, (8, 6))) and marker._fits(cc, Need(1, None, (8, 0)))
+    assert marker._fits(cc, Need(1, None, (7, 9))) and not marker._fits(cc, Need(1, None, (8, 7)))
+    assert not marker._fits(cc, Need(1, None, (9, 0)))
+    assert marker._fits(Gpu(0, "/GPU:0", "x", 1, "10", None), Need(1, None, (9, 9)))
+    assert not marker._fits(Gpu(0, "/GPU:0", "x", None, None, None), Need(1, "1"))
+    assert not marker._fits(Gpu(0, "/GPU:0", "x", 1, None, None), Need(1, None, (1, 0)))
+    assert not marker._fits(Gpu(0, "/GPU:0", "x", 1, "9", None), Need(1, None, (9, 1)))  # "9" is 9.0
+    assert marker._fits(Gpu(0, "/GPU:0", "x", None, None, None), Need(1))
+
+
+def test_the_reason_a_marked_test_does_not_run() -> None:
+    """``answer``: the test runs on the first ``count`` usable GPUs that fit; otherwise the reason names what it
+    needs, what this machine (or this worker) has, which GPUs are too small and which are blocked by what."""
+    blocked = Gpu(**{**T4.__dict__, "blocked_by": "ecc-errors: T4 has memory errors."})
+    machine = _machine((A100, blocked))
+    two = marker.answer(machine, Need(2))
+    assert not two.runs and two.cause is None and two.gpus == ()
+    assert two.reason == ("needs 2 GPU(s) that TensorFlow can use; this machine has 1 that fit: GPU:0 NVIDIA A100-SXM4-40GB, 40 GiB, cc 8.0; "
+                          "blocked: GPU:1 by ecc-errors: T4 has memory errors.")
+    assert marker.answer(machine, Need(1)).gpus == (A100,)
+    only_blocked = marker.answer(_machine((blocked,)), Need(1))
+    assert only_blocked.reason == "no usable GPU — ecc-errors: T4 has memory errors." and only_blocked.cause is None
+    worker = marker.answer(_machine((A100, T4)), Need(1, None, (9, 0)), ordinals=(0, 1), per_worker=2)
+    assert worker.reason == ("needs 1 GPU(s) with compute capability 9.0 or newer that TensorFlow can use; this xdist worker has 2 "
+                             "(--gpucheck-gpus-per-worker 2): GPU:0 NVIDIA A100-SXM4-40GB, 40 GiB, cc 8.0 (too small); "
+                             "GPU:1 Tesla T4, 15 GiB, cc 7.5 (too small)")
+    given_none = marker.answer(_machine((A100, T4)), Need(1), ordinals=(5,), per_worker=1)
+    assert given_none.reason == ("no usable GPU — this xdist worker was given none of the 2 GPU(s) "
+                                 "(--gpucheck-gpus-per-worker)")
+    driver = Machine(_machine(()).result, {"none": ()})
+    assert marker.answer(driver, Need(framework=None)).reason == "no usable GPU — the CUDA driver lists no GPU"
+    assert marker.answer(driver, Need(framework=None), ordinals=(0,)).reason == (
+        "no usable GPU — the CUDA driver lists no GPU")
+    # A bare marker (framework not given) where TensorFlow was not diagnosed asks the driver instead.
+    bare = marker.answer(Machine(_machine((A100,)).result, {"none": (A100,)}), Need(framework_given=False))
+    assert bare.runs and bare.gpus == (A100,)
+    asked = marker.answer(Machine(_machine((A100,)).result, {"none": (A100,)}), Need(framework_given=True))
+    assert asked.reason == ("TensorFlow was not diagnosed (--gpucheck-framework=none): only tests marked "
+                            "gpu(framework=None) can be answered in this run") and asked.gpus == ()
+    # An incomplete diagnosis: its root cause keeps every GPU from the test.
+    broken = finding("diagnosis-incomplete", Severity.BLOCKER, summary="The run stopped.", cause="c", remedy="r")
+    cut = Machine(Result(None, {}, (broken,), broken, "not-accelerated", (), False), {"none": ()})
+    assert marker.machine_blocker(cut.result, None) is broken
+    cut_answer = marker.answer(cut, Need(framework_given=True))
+    assert cut_answer.cause is broken and cut_answer.reason == "no usable GPU — diagnosis-incomplete: The run stopped."
+    lost = finding("gpu-lost", Severity.BLOCKER, summary="GPU 0 fell off the bus.", cause="c", remedy="r")
+    assert marker.machine_blocker(_machine((), (lost,)).result, None) is lost
+    assert marker.machine_blocker(_machine((), (lost,)).result, "tensorflow") is lost
+    cudnn = finding("cudnn-missing", Severity.BLOCKER, summary="cuDNN 9 not found.", cause="c", remedy="r")
+    assert marker.machine_blocker(_machine((), (cudnn,)).result, None) is None
+    # What the answer says besides its reason: whether the test runs, on which GPUs, and the finding behind a "no".
+    runs = marker.answer(machine, Need(1))
+    assert (runs.runs, runs.reason, runs.cause) == (True, "", None)
+    for no in (two, only_blocked, worker, given_none, asked, cut_answer, marker.answer(driver, Need(framework=None))):
+        assert no.runs is False and no.gpus == ()
+    assert asked.cause is None and marker.answer(_machine((), (lost,)), Need()).runs is False
+    two_blocked = marker.answer(_machine((A100, blocked, Gpu(**{**blocked.__dict__, "index": 2}))), Need(2))
+    assert two_blocked.reason.endswith("; blocked: GPU:1 by ecc-errors: T4 has memory errors.; GPU:2 by ecc-errors: "
+                                       "T4 has memory errors.")
+    # A TensorFlow test gets TensorFlow's GPUs, a driver-level one the driver's.
+    split = Machine(_machine(()).result, {"none": (A100,), "tensorflow": (T4,)})
+    assert marker.answer(split, Need(1)).gpus == (T4,)
+    assert marker.answer(split, Need(1, framework=None)).gpus == (A100,)
+    # Frameworks other than TensorFlow diagnosed: named, and the markers that can be answered.
+    others = Machine(_machine(()).result, {"none": (), "jax": (), "torch": ()})
+    assert marker.answer(others, Need(framework_given=True)).reason == (
+        "TensorFlow was not diagnosed (--gpucheck-framework=jax,torch): only tests marked gpu(framework=None) or "
+        "gpu(framework='jax,torch') can be answered in this run")
+    # A bare marker answered by the driver keeps the worker's GPUs and its share.
+    bare_worker = marker.answer(Machine(_machine(()).result, {"none": (A100, T4)}), Need(2, framework_given=False),
+                                ordinals=(1,), per_worker=1)
+    assert bare_worker.reason == ("needs 2 GPU(s) the CUDA driver lists; this xdist worker has 1 (--gpucheck-gpus-per-worker "
+                                  "1): GPU:0 Tesla T4, 15 GiB, cc 7.5")
+
+
 def test_the_document_the_workers_read_round_trips(tmp_path: Path) -> None:
     """What one process diagnosed, read back by another: the same decisions, the root cause the same finding."""
     lost = finding("gpu-lost", Severity.BLOCKER, summary="GPU 0 fell off the bus.", cause="c", remedy="r", subject="GPU-1")
@@ -534,6 +699,67 @@ def test_the_document_the_workers_read_round_trips(tmp_path: Path) -> None:
     (tmp_path / "facts.json").write_text(json.dumps({"schema": "gpucheck-shared/1", "findings": 3}))
     with pytest.raises(shared.SharedError, match="cannot be read"):
         run.read()
+
+
+def test_every_part_of_the_diagnosis_a_worker_reads_is_the_controllers() -> None:
+    """``document`` and ``machine_of``: a worker decides on the controller's diagnosis read back whole, through JSON:
+    every finding with all its fields (its subject, action, framework, evidence), the root cause the same finding
+    among them, the layers with their blockers, completeness, what was not checked, the GPUs, each framework's own
+    verdict, root cause and layers, and the marker's GPUs of each framework; the facts as JSON for the report."""
+    from dataclasses import replace as replaced
+
+    from gpucheck.blocking import LayerState
+    from gpucheck.diagnosis import FrameworkState
+
+    cudnn = replaced(finding("cudnn-missing", Severity.BLOCKER, summary="cuDNN 9 not found.", cause="c", remedy="r",
+                             evidence={"searched": ["/usr/lib"], "n": 2}), framework="tensorflow")
+    note = finding("xid-recorded", Severity.INFO, summary="s", cause="c", remedy="r", subject="GPU-1")
+    lost = finding("gpu-lost", Severity.BLOCKER, summary="GPU 0 fell off the bus.", cause="c", remedy="r",
+                   subject="GPU-0", evidence={"recovery_action": "0x2 (Node Reboot Required)"})
+    layers = (LayerState("visibility", "broken", ("gpu-lost",)), LayerState("framework", "blocked", (), "gpu-lost"))
+    result = Result(
+        None, {"nvml": {"facts": {"driver_version": "550.54.15"}}}, (note, cudnn, lost), lost, "not-accelerated",
+        layers, False, {"xid-recorded": "the records probe did not run"}, ("GPU-0", "GPU-1"),
+        (FrameworkState("tensorflow", "not-accelerated", cudnn, layers[1:]), FrameworkState("jax", "accelerated", None,
+                                                                                           ())),
+    )
+    blocked = Gpu(**{**A100.__dict__, "blocked_by": "gpu-lost: GPU 0 fell off the bus."})
+    machine = Machine(result, {"none": (blocked, T4), "tensorflow": (T4,)})
+    doc = json.loads(json.dumps(shared.document(machine, "gw3")))
+    assert (doc["schema"], doc["by"], doc["root_cause"]) == (shared.SCHEMA, "gw3", 2)
+    assert doc["facts_json"] == {"nvml": {"facts": {"driver_version": "550.54.15"}}}
+    back = shared.machine_of(doc)
+    assert back == machine
+    assert back.result.root_cause is back.result.findings[2]
+    assert back.result.frameworks[0].root_cause is back.result.findings[1]
+    assert lost.action == "reboot" and back.result.findings[2].action == "reboot"
+    # A finding of an older document (no action, no framework, no evidence) reads with none of them.
+    old = {**doc, "findings": [{k: v for k, v in f.items() if k not in ("action", "framework", "evidence", "subject")}
+                               for f in doc["findings"]], "frameworks": None, "unchecked": None, "facts_json": None}
+    older = shared.machine_of(old).result
+    assert [(f.action, f.framework, f.evidence, f.subject) for f in older.findings] == [("none", None, {}, None)] * 3
+    assert (older.frameworks, older.unchecked, older.partial_facts) == ((), {}, {})
+    assert shared.machine_of({**doc, "root_cause": None, "complete": 1}).result.root_cause is None
+    assert shared.machine_of({**doc, "complete": True}).result.complete is True
+    odd = {**doc, "findings": [{**doc["findings"][0], "framework": 5}, *doc["findings"][1:]]}
+    assert shared.machine_of(odd).result.findings[0].framework is None
+    healthy = Machine(Result(None, {}, (note,), None, "accelerated", (), True), {"none": (T4,)})
+    assert shared.document(healthy, "gw0")["root_cause"] is None
+    assert shared.machine_of(json.loads(json.dumps(shared.document(healthy, "gw0")))) == healthy
+    assert shared.machine_of({**doc, "complete": 0}).result.complete is False
+    assert shared.machine_of({**doc, "frameworks": [{**doc["frameworks"][0], "root_cause": None}]}).result.frameworks[
+        0].root_cause is None
+    for bad in ({**doc, "schema": "gpucheck-shared/2"}, {k: v for k, v in doc.items() if k != "schema"}):
+        with pytest.raises(shared.SharedError, match="is not gpucheck-shared/1"):
+            shared.machine_of(bad)
+    for broken in ({**doc, "findings": [{"id": "x"}]}, {**doc, "root_cause": 7}, {**doc, "layers": [{}]},
+                   {**doc, "marker_gpus": {"none": [{"bogus": 1}]}}, {**doc, "findings": [{**doc["findings"][0],
+                                                                                           "severity": "fatal"}]},
+                   {k: v for k, v in doc.items() if k != "gpus"}):
+        with pytest.raises(shared.SharedError, match="cannot be read"):
+            shared.machine_of(broken)
+    with pytest.raises(shared.SharedError, match=r"cannot be read \(KeyError: 'gpus'\)"):
+        shared.machine_of({k: v for k, v in doc.items() if k != "gpus"})
 
 
 def test_one_process_diagnoses_under_the_lock(tmp_path: Path) -> None:
@@ -569,6 +795,26 @@ def test_gpus_shared_out_to_workers() -> None:
     assert shared.parent_environment(env) == {"HOME": "/h"}
     assert shared.parent_environment({**env, shared.PARENT_VISIBLE_ENV: "3,1"})["CUDA_VISIBLE_DEVICES"] == "3,1"
     assert shared.worker_ordinals(env) == (1,) and shared.worker_ordinals({}) is None
+
+
+def test_each_worker_gets_its_share_of_the_gpus_and_diagnoses_the_whole_run() -> None:
+    """``assign_gpus``: no GPU to share gives each worker an empty CUDA_VISIBLE_DEVICES and no ordinal, shared by
+    nobody; workers share only when they ask for more than there are. ``worker_ordinals`` reads the list it was
+    handed (comma-separated; anything else is none). ``parent_environment`` is the worker's environment with the
+    controller's CUDA_VISIBLE_DEVICES back, with or without the variables gpucheck adds."""
+    none = shared.assign_gpus(None, 0, 3, 2)
+    assert none == shared.Assignment(("", "", ""), ((), (), ()), 0, False)
+    assert shared.assign_gpus(["0", "1", "2", "3"], 9, 2, 2) == shared.Assignment(("0,1", "2,3"), ((0, 1), (2, 3)), 4,
+                                                                                   False)
+    assert shared.assign_gpus(None, 4, 3, 2).shared and not shared.assign_gpus(None, 6, 3, 2).shared
+    assert shared.assign_gpus(None, 2, 1, 3) == shared.Assignment(("0,1",), ((0, 1),), 2, True)
+    assert shared.worker_ordinals({shared.WORKER_GPUS_ENV: "3, 1,,"}) == (3, 1)
+    assert shared.worker_ordinals({shared.WORKER_GPUS_ENV: "3 1"}) is None
+    assert shared.worker_ordinals({shared.WORKER_GPUS_ENV: ""}) == ()
+    assert shared.parent_environment({"HOME": "/h"}) == {"HOME": "/h"}
+    assert shared.parent_environment({shared.PARENT_VISIBLE_ENV: shared.UNSET}) == {}
+    assert shared.parent_environment({"CUDA_VISIBLE_DEVICES": "1", shared.WORKER_GPUS_ENV: "1"}) == {
+        "CUDA_VISIBLE_DEVICES": "1"}
 
 
 def test_the_suite_side_names_what_shared_reads() -> None:

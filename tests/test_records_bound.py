@@ -206,3 +206,82 @@ def test_16000_processes_and_an_xid_79_through_doctor(
     (lost,) = [f for f in report["findings"] if f["id"] == "gpu-lost"]
     assert lost["evidence"]["records"] == 1 and "Xid 79" in lost["summary"]
     assert len(done.stdout) < 200_000, len(done.stdout)
+
+
+# --- what read_records keeps, drops and counts, exactly (in-process: tests/mutation/run_mutmut.py runs these) ---------
+
+
+def test_a_record_naming_only_its_pid_or_only_its_name_is_a_process_of_its_own() -> None:
+    """A record names its process by pid, by name, or both (the real Xid 63 gives only ``pid=1896``; some drivers
+    write ``pid='<unknown>'`` with a name): either is a process, bounded and counted as such; a record naming neither
+    is always kept."""
+    by_pid = [f"NVRM: Xid (PCI:0000:07:00): 13, pid={10_000 + i}, Graphics Exception" for i in range(30)]
+    by_name = [f"NVRM: Xid (PCI:0000:07:00): 43, pid='<unknown>', name=job{i}, Ch 00000008" for i in range(30)]
+    neither = "NVRM: Xid (PCI:0000:07:00): 31, pid='<unknown>', name=<unknown>, Ch 00000008"
+    read = read_records(lines([*by_pid, *by_name, neither]))
+    assert sorted((d.code, d.records, d.count) for d in read.dropped) == [(13, 30 - KEPT, 30 - KEPT),
+                                                                          (43, 30 - KEPT, 30 - KEPT)]
+    assert [r.pid for r in read.xids if r.code == 13] == list(range(10_000 + 30 - KEPT, 10_030))
+    assert [r.process for r in read.xids if r.code == 43] == [f"job{i}" for i in range(30 - KEPT, 30)]
+    assert [(r.code, r.pid, r.process) for r in read.xids if r.code == 31] == [(31, None, None)]
+    assert [(p.device, p.processes) for p in read.application_processes] == [("0000:07:00", 60)]
+    assert read.unreadable == 0 and read_records(lines([XID13.format(pid="9" * 11)])).unreadable == 1
+
+
+def test_what_is_dropped_keeps_its_times_or_says_it_has_none() -> None:
+    """The dropped records' first and last times since boot; none where their lines had no stamp."""
+    stamped = read_records(lines(faulting_processes(25)))
+    (d,) = stamped.dropped
+    assert (d.first_s, d.last_s) == (1000.0, 1004.0)
+    bare = read_records([text_line(m) for m in faulting_processes(25)])
+    (b,) = bare.dropped
+    assert (b.records, b.first_s, b.last_s) == (5, None, None)
+
+
+def test_follow_ups_alone_make_no_count_of_a_programs_processes() -> None:
+    """Only a GPU that lost records of programs' own faults gets its processes counted (``XidProcesses``): Xid 45s that
+    name the Xid they followed (``owned``), dropped by the hundred, do not make the five Xid 13 processes a count."""
+    messages = [XID45.format(pid=20_000 + i) for i in range(100)] + [XID13.format(pid=10_000 + i) for i in range(5)]
+    read = read_records(lines(messages))
+    assert [(d.code, d.owned) for d in read.dropped] == [(45, True)] and read.application_processes == ()
+
+
+def unknown(code: int, pid: int | None = None) -> str:
+    return f"NVRM: Xid (PCI:0000:07:00): {code}, " + (f"pid={pid}, name=x, " if pid is not None else "") + "y"
+
+
+def test_the_newest_codes_not_in_the_catalog_are_kept_by_their_last_record() -> None:
+    """Of a device's codes NVIDIA's catalog has not, the ``keep`` whose last record is newest are kept (not the highest
+    codes, not the last process's), the others counted together with their times; exactly ``keep`` codes fold
+    nothing; each device on its own."""
+    # Code 2001 first (two processes, the first of which faults again last), then 2000 and 2002.
+    messages = [unknown(2001, 1), unknown(2001, 2), unknown(2000), unknown(2002), unknown(2001, 1)]
+    read = read_records(lines(messages), keep=2)
+    assert sorted({r.code for r in read.xids}) == [2001, 2002]
+    (folded,) = read.uncatalogued
+    assert (folded.device, folded.codes, folded.records, folded.count, folded.first_s, folded.last_s) == (
+        "0000:07:00", 1, 1, 1, 1002.0, 1002.0)
+    first_kept = read_records(lines([unknown(2000), unknown(1999)]), keep=1)
+    assert [r.code for r in first_kept.xids] == [1999] and first_kept.uncatalogued[0].codes == 1
+    assert read_records(lines([unknown(2000), unknown(1999)]), keep=2).uncatalogued == ()
+    two = [unknown(3000).replace("07:00", "08:00"), *(unknown(2000 + c) for c in range(3))]
+    assert [(c.device, c.codes) for c in read_records(lines(two), keep=2).uncatalogued] == [("0000:07:00", 1)]
+    three = [*two, *(unknown(4000 + c).replace("07:00", "09:00") for c in range(3))]
+    assert [(c.device, c.codes) for c in read_records(lines(three), keep=2).uncatalogued] == [
+        ("0000:07:00", 1), ("0000:09:00", 1)]
+    bare = read_records([text_line(unknown(2000 + c)) for c in range(3)], keep=2)
+    assert (bare.uncatalogued[0].first_s, bare.uncatalogued[0].last_s) == (None, None)
+
+
+def test_folded_codes_count_what_was_dropped_of_them_with_its_times() -> None:
+    """A folded code's processes dropped before it was folded are counted in the fold, with their times."""
+    messages = [unknown(2000, 100 + p) for p in range(5)] + [unknown(2001), unknown(2002)]
+    read = read_records(lines(messages), keep=2)
+    (folded,) = read.uncatalogued
+    assert (folded.codes, folded.records, folded.count, folded.first_s, folded.last_s) == (1, 5, 5, 1000.0, 1004.0)
+    assert read.dropped == () and sorted(r.code for r in read.xids) == [2001, 2002]
+
+
+def test_a_154_without_a_recovery_action_in_its_words_has_none() -> None:
+    (r,) = read_records(lines(["NVRM: Xid (PCI:0000:07:00): 154, something the driver writes otherwise"])).xids
+    assert (r.code, r.recovery_action) == (154, None)

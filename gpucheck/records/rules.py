@@ -426,6 +426,9 @@ def _sxid_finding(r: XidRecord, rf: RecordsFacts) -> Finding:
     if r.fatal or cls == "always fatal" or entry.get("stalls_traffic"):
         how = ("a Fatal SXid" if r.fatal else "an SXid the Fabric Manager guide calls always fatal" if cls == "always fatal"
                else "an SXid whose impact, by the Fabric Manager guide, is stalled NVLink traffic")
+        if r.fatal and cls == "non-fatal" and not entry.get("stalls_traffic"):
+            # The guide's impact of the code's non-fatal form ("can be safely ignored") is not this record's.
+            impact = f"The Fabric Manager guide lists SXid {r.code} as non-fatal; the driver wrote this one Fatal."
         return finding(
             "nvlink-degraded",
             Severity.DEGRADED,

@@ -15,6 +15,7 @@ from gpucheck.frameworks.torch.rules.common import (
     install_command,
     wheel_variant,
 )
+from gpucheck.frameworks.torch.rules.resources import crashed_on_config
 from gpucheck.knowledge import cuda_int_to_text, data
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import FrameworkProbe, framework_crashed, framework_probe_failure
@@ -30,7 +31,8 @@ SYSTEM_NOT_READY, DRIVER_MISMATCH, COMPAT_NOT_SUPPORTED, MPS_CONNECTION_FAILED, 
 def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     """The framework layer's one finding at most, the first that holds of: ``framework-hung`` (the child timed out
     before it reported), ``framework-crashed`` (it died or reported nothing), ``framework-missing`` (``import torch``
-    fails), ``framework-cpu-only`` (a wheel without CUDA), then for a CUDA build that sees no GPU: the lower layer's
+    fails), its cause named where a malformed allocator configuration aborted ``import torch``),
+    ``framework-cpu-only`` (a wheel without CUDA), then for a CUDA build that sees no GPU: the lower layer's
     id of the error cudaGetDeviceCount gave (``fabric-manager-not-running`` 802, ``driver-library-mismatch`` 803,
     ``forward-compat-unsupported`` 804, ``mps-connection-failed`` 805, ``cuda-init-failed`` for the unknown error),
     else ``framework-gpu-init-failed`` (as TensorFlow's: where a lower layer is broken, it is the root cause)."""
@@ -39,9 +41,9 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     exit_, tf = probe.exit, probe.facts
     if tf is None:
-        return [framework_probe_failure(PROBE, exit_, settings.timeout)]
+        return [crashed_on_config(framework_probe_failure(PROBE, exit_, settings.timeout), exit_, facts.environment)]
     if exit_.status in ("crashed", "error"):
-        return [framework_crashed(PROBE, exit_)]
+        return [crashed_on_config(framework_crashed(PROBE, exit_), exit_, facts.environment)]
     if not tf.importable:
         return [_framework_missing(tf)]
     if not tf.cuda_build:

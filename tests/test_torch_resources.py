@@ -4,6 +4,8 @@ build is tests/test_torch_cuda_scenarios.py's ``test_resources_on_an_eight_gpu_c
 
 Sources:
 
+- ``import torch`` aborted by ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments``: pytorch/pytorch#186453 (the reporter's
+  lines), and the ValueError the fix proposed there raises instead: pytorch/pytorch#186607;
 - what torch 2.14.1+cu130 does with each configuration below: its own parser (``torch._C._accelerator_setAllocatorSettings``)
   and ``import torch`` with the value in ``PYTORCH_CUDA_ALLOC_CONF``, run on this host (2026-11-28, the venv of
   tests/pyenvs.py ``torch_cuda_python``): the values without ``:value`` aborted ``import torch`` with "terminate called
@@ -27,11 +29,11 @@ import pytest
 
 from gpucheck.facts import ChildExit, ProbeOutcome
 from gpucheck.frameworks.torch import memory
-from gpucheck.frameworks.torch.facts import SharedMemory
+from gpucheck.frameworks.torch.facts import SharedMemory, TorchFacts
 from gpucheck.frameworks.torch.rules.framework import framework_rules
 from gpucheck.frameworks.torch.rules.resources import not_checked, resources_rules
 from tests.factsbuild import replace_facts
-from tests.test_torch_rules import TORCH, cuda_build, machine
+from tests.test_torch_rules import OK_EXIT, TORCH, cuda_build, machine
 
 #: (value, whether torch 2.14.1's ``import torch`` aborted on it, what its parser said), as run here (module docstring).
 TORCH_2_14 = [
@@ -51,12 +53,19 @@ TORCH_2_14 = [
 ]
 #: Docker's default /dev/shm as statvfs reads it (module docstring).
 DOCKER_64M = os.statvfs_result((4096, 4096, 16384, 16384, 16384, 3085510, 3085509, 3085509, 4096, 255))
+#: ``import torch`` aborted by ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments`` (pytorch/pytorch#186453, the reporter's
+#: own lines; torch 2.14.1 here says the same with its build path).
 ABORTED = ChildExit(
     "crashed", -6, "SIGABRT", 1.9,
     ("terminate called after throwing an instance of 'c10::Error'",
-     "  what():  i < config_.size() INTERNAL ASSERT FAILED at \"/__w/pytorch/pytorch/c10/core/AllocatorConfig.h\":124, "
-     "please report a bug to PyTorch. Index out of bounds in ConfigTokenizer"),
+     "  what():  i < config_.size() INTERNAL ASSERT FAILED at \"/pytorch/c10/core/AllocatorConfig.h\":124, please "
+     "report a bug to PyTorch. Index out of bounds in ConfigTokenizer"),
     "import torch", None,
+)
+#: What the fix proposed for it raises instead (pytorch/pytorch#186607, its description's "After").
+RAISED = (
+    "ValueError: Error parsing the allocator config: reached the end of the configuration string while more tokens "
+    "were expected. The config is malformed, for example a key with no value or a trailing ':' or ','."
 )
 
 
@@ -118,6 +127,13 @@ def test_a_malformed_configuration_that_aborted_import_torch_names_it() -> None:
     # Without such a configuration the crash keeps its words.
     plain = replace_facts(facts, TORCH, environment={})
     assert "PYTORCH_CUDA_ALLOC_CONF" not in framework_rules(plain, TORCH)[0].cause
+    # A torch that raises instead: the failed import is framework-missing, with the configuration as its cause and
+    # not "pip install torch" as its remedy.
+    raised = replace_facts(facts, TORCH, torch=ProbeOutcome("torch", OK_EXIT, TorchFacts(False, RAISED)))
+    [found] = framework_rules(raised, TORCH)
+    assert found.id == "framework-missing" and found.remedy.startswith("Correct PYTORCH_CUDA_ALLOC_CONF")
+    other = replace_facts(raised, TORCH, torch=ProbeOutcome("torch", OK_EXIT, TorchFacts(False, "No module named 'torch'")))
+    assert "pip install torch" in framework_rules(other, TORCH)[0].remedy
 
 
 def shm_facts(shm: SharedMemory, gpus: int, **environment: str) -> object:

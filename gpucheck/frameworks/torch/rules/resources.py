@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gpucheck.facts import ChildExit, Facts
+from gpucheck.facts import Facts
 from gpucheck.frameworks.torch import memory
 from gpucheck.frameworks.torch.facts import AllocatorConfig, TorchFacts, shared_memory
 from gpucheck.frameworks.torch.rules.common import torch_of
@@ -158,29 +158,34 @@ def malformed_config(environment: Mapping[str, str | None]) -> tuple[str, str, s
     return None
 
 
-#: What torch 2.14 says as it aborts on such a configuration while it loads.
-_TOKENIZER = "ConfigTokenizer"
+#: What torch says where its allocator configuration stops ``import torch``: 2.14 aborts (SIGABRT) with "Index out of
+#: bounds in ConfigTokenizer" (pytorch/pytorch#186453); the fix proposed there (pytorch/pytorch#186607) raises
+#: "ValueError: Error parsing the allocator config: ...", which the child reports as a failed import.
+_CONFIG_WORDS = ("ConfigTokenizer", "allocator config")
 
 
-def crashed_on_config(found: Finding, exit_: ChildExit, environment: Mapping[str, str | None]) -> Finding:
-    """``framework-crashed`` with its cause where ``import torch`` died on a malformed allocator configuration (torch
-    2.14's CUDA library parses it as it loads and aborts: "Index out of bounds in ConfigTokenizer")."""
+def config_broke_import(found: Finding, said: tuple[str, ...], environment: Mapping[str, str | None]) -> Finding:
+    """``framework-crashed`` (torch 2.14 aborts) or ``framework-missing`` (a torch that raises instead) with its cause
+    where ``import torch`` stopped on a malformed allocator configuration: torch's CUDA library parses it as it loads.
+    ``said`` is what the child left: its last output, or its import error."""
     wrong = malformed_config(environment)
-    if found.id != "framework-crashed" or wrong is None:
+    if wrong is None or found.id not in ("framework-crashed", "framework-missing"):
         return found
+    words = next((line.strip() for line in said if any(w in line for w in _CONFIG_WORDS)), None)
+    if found.id == "framework-missing" and words is None:
+        return found  # an import that failed for another reason
     variable, value, what = wrong
-    said = next((line.strip() for line in exit_.stderr_tail if _TOKENIZER in line), None)
     return replace(
         found,
         cause=(
             f"{variable}={value} is not a list of key:value options ({what}); torch's CUDA library parses it as it "
-            "loads and aborts `import torch`"
-            + (f": {said}" if said else "")
+            "loads, and `import torch` stops"
+            + (f": {words}" if words else "")
             + f". {found.cause}"
         ),
         remedy=(
             f"Correct {variable} to comma-separated key:value options (`expandable_segments:True`), or unset it "
             "(`echo $" + variable + "`, and the program's own os.environ settings)."
         ),
-        evidence={**found.evidence, "variable": variable, "value": value, "malformed": what, "torch_said": said},
+        evidence={**found.evidence, "variable": variable, "value": value, "malformed": what, "torch_said": words},
     )

@@ -84,6 +84,8 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.torch.rules": 2,
     "gpucheck.frameworks.torch.benchmarks": 3,
     "gpucheck.frameworks.torch.checks_torch": 8,
+    "gpucheck.frameworks.torch.checks_torch_resources": 8,
+    "gpucheck.frameworks.torch.memory": 2,
     # 4: the registry of units
     "gpucheck.registry": 4,
     # 5: the diagnosis (probes run, rules applied); 6: its rendering and the commands' own modules

@@ -1,19 +1,24 @@
 """The PyTorch child: ``import torch``, then what torch says of its build and of the GPUs, read without running a
 kernel (``torch.cuda.is_available()`` asks the CUDA runtime for its device count, which initialises the driver; the
-names and capabilities initialise torch's CUDA state; nothing is allocated or launched). Runs only in a probe child:
+names and capabilities initialise torch's CUDA state; nothing is allocated or launched), and on a CUDA build the
+allocator configuration the environment sets, looked up in the build's libraries and asked of torch's own parser
+(``gpucheck.frameworks.torch.memory``; no CUDA is started for it). Runs only in a probe child:
 a hung ``cuInit`` hangs torch with it, and the parent's time limit ends it.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import traceback
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
-from gpucheck.frameworks.torch.facts import TorchDevice, TorchFacts
+from gpucheck.frameworks.torch import memory
+from gpucheck.frameworks.torch.facts import AllocatorConfig, TorchDevice, TorchFacts
 from gpucheck.protocol import stage
 
 T = TypeVar("T")
@@ -77,6 +82,16 @@ def _availability(torch: Any, errors: dict[str, str]) -> tuple[bool | None, int 
     return available, count
 
 
+def _allocator(torch: Any, location: str, errors: dict[str, str]) -> tuple[AllocatorConfig, ...]:
+    """The allocator configurations the environment sets, each key looked up in the build's parsing libraries, and
+    torch's own parser's word on each (run last: it sets this process's allocator settings; it starts no CUDA)."""
+    folder = os.path.dirname(location) if location.endswith(".py") else location
+    said = _read(errors, "allocator configuration", lambda: memory.allocator_configs(
+        os.environ, memory.parser_libraries(Path(folder)), memory.torch_parser(torch)
+    ))
+    return said or ()
+
+
 def probe_torch() -> TorchFacts:
     stage("import torch")
     try:
@@ -109,6 +124,9 @@ def probe_torch() -> TorchFacts:
         available, count = _availability(torch, errors)
         devices = tuple(_device(torch, index, errors) for index in range(count or 0)) if available else ()
     said = tuple(dict.fromkeys(str(w.message) for w in caught))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.cuda's own deprecation of the older parser's name
+        allocator = _allocator(torch, str(location), errors) if cuda is not None else ()
     return TorchFacts(
         True,
         None,
@@ -124,4 +142,5 @@ def probe_torch() -> TorchFacts:
         arch_list or (),
         loaded_libraries(),
         errors,
+        allocator,
     )

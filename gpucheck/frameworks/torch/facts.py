@@ -11,6 +11,8 @@ from gpucheck.facts import Facts, ProbeOutcome
 
 #: The ``Facts.units`` field the PyTorch child fills (and its probe's name).
 FIELD = "torch"
+#: The ``Facts.units`` field of ``/dev/shm`` as the pytest process reads it where PyTorch is asked.
+SHM_FIELD = "torch_shm"
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,38 @@ class TorchDevice:
     #: (major, minor); None where torch did not say.
     capability: tuple[int, int] | None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class AllocatorConfig:
+    """A caching-allocator configuration the environment sets and the build reads (``gpucheck.frameworks.torch.memory``):
+    its keys, those the build's parsing libraries do not hold, and torch's own parser's word on it."""
+
+    #: "PYTORCH_CUDA_ALLOC_CONF" or "PYTORCH_ALLOC_CONF".
+    variable: str
+    value: str
+    keys: tuple[str, ...]
+    #: The keys none of ``libraries`` holds: options this build does not know.
+    unknown: tuple[str, ...]
+    #: What is wrong with its form (an option without ``:value``...), which aborts ``import torch`` in torch 2.14; None
+    #: where it is a list of ``key:value`` options.
+    malformed: str | None
+    #: The libraries of the build the keys were looked up in.
+    libraries: tuple[str, ...]
+    #: torch's own parser's error on the value, run without starting CUDA (None: accepted, or not asked).
+    torch_said: str | None = None
+
+
+@dataclass(frozen=True)
+class SharedMemory:
+    """``/dev/shm``, where NCCL makes its shared-memory segments (read in the pytest process, below the host view)."""
+
+    path: str
+    #: Its size and what is free of it, in bytes (``os.statvfs``); None where it could not be read.
+    size: int | None
+    free: int | None
+    writable: bool | None
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -54,6 +88,8 @@ class TorchFacts:
     libraries: tuple[str, ...] = ()
     #: A reading that raised: what it was -> the exception in one line.
     errors: dict[str, str] = field(default_factory=dict)
+    #: The allocator configurations the environment sets and this CUDA build reads (none on a CPU-only build).
+    allocator: tuple[AllocatorConfig, ...] = ()
 
     @property
     def cuda_build(self) -> bool:
@@ -63,3 +99,8 @@ class TorchFacts:
 def torch_facts(facts: Facts) -> ProbeOutcome[TorchFacts] | None:
     """The PyTorch child's outcome (None where this run did not start it)."""
     return cast("ProbeOutcome[TorchFacts] | None", facts.unit(FIELD))
+
+
+def shared_memory(facts: Facts) -> SharedMemory | None:
+    """``/dev/shm`` as this run read it (None where the resources layer or PyTorch was not asked)."""
+    return cast("SharedMemory | None", facts.unit(SHM_FIELD))

@@ -6,13 +6,18 @@ only through what it says of itself (``view``, a ``gpucheck.facts.FrameworkView`
 
 from __future__ import annotations
 
-from gpucheck.frameworks.torch import process, view
-from gpucheck.frameworks.torch.facts import FIELD, TorchFacts
+from collections.abc import Mapping
+
+from gpucheck.frameworks.torch import memory, process, view
+from gpucheck.frameworks.torch.facts import FIELD, SHM_FIELD, SharedMemory, TorchFacts
 from gpucheck.frameworks.torch.rules import compat as rules_compat
 from gpucheck.frameworks.torch.rules import framework as rules_framework
+from gpucheck.frameworks.torch.rules import resources as rules_resources
 from gpucheck.performance.facts import FIELD as PERFORMANCE_FIELD
 from gpucheck.performance.facts import PerformanceFacts
-from gpucheck.unit import CheckFile, ChildProbe, Framework, LayerRule, Unit
+from gpucheck.probes.host import host_root
+from gpucheck.settings import Settings
+from gpucheck.unit import CheckFile, ChildProbe, Framework, InProcess, LayerRule, Unit
 
 #: The PyTorch child: ``import torch`` and its readings, in a process of its own started with every other probe.
 TORCH_PROBE = ChildProbe(FIELD, "framework", "gpucheck.frameworks.torch.child:probe_torch", TorchFacts, FIELD)
@@ -29,6 +34,13 @@ PERFORMANCE_PROBE = ChildProbe(
     PERFORMANCE_FIELD,
 )
 
+
+
+def _read_shm(settings: Settings, environment: Mapping[str, str | None]) -> SharedMemory:
+    """``/dev/shm`` below the host view (``GPUCHECK_HOST_ROOT``): one ``statvfs``, in the pytest process."""
+    return memory.read_shared_memory(host_root())
+
+
 #: In layer order: the rules of one layer run in the order listed here.
 UNITS: tuple[Unit, ...] = (
     Unit("torch-compatibility", rules=(LayerRule("compatibility", rules_compat.compat_rules),)),
@@ -37,6 +49,14 @@ UNITS: tuple[Unit, ...] = (
         probes=(TORCH_PROBE,),
         rules=(LayerRule("framework", rules_framework.framework_rules),),
         checks=(CheckFile("framework", "frameworks/torch/checks_torch.py"),),
+    ),
+    Unit(
+        "torch-resources",
+        in_process=(InProcess(SHM_FIELD, "resources", _read_shm),),
+        rules=(LayerRule("resources", rules_resources.resources_rules),),
+        not_checked=rules_resources.not_checked,
+        checks=(CheckFile("resources", "frameworks/torch/checks_torch_resources.py"),),
+        environment_keys=rules_resources.ENVIRONMENT_KEYS,
     ),
     # Its benchmarks answer the performance unit's questions (--gpucheck-benchmarks) where it measures.
     Unit("torch-benchmarks", after=(PERFORMANCE_PROBE,)),

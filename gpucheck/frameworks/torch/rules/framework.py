@@ -15,6 +15,7 @@ from gpucheck.frameworks.torch.rules.common import (
     install_command,
     wheel_variant,
 )
+from gpucheck.frameworks.torch.rules.resources import config_broke_import
 from gpucheck.knowledge import cuda_int_to_text, data
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.rules.common import FrameworkProbe, framework_crashed, framework_probe_failure
@@ -30,7 +31,8 @@ SYSTEM_NOT_READY, DRIVER_MISMATCH, COMPAT_NOT_SUPPORTED, MPS_CONNECTION_FAILED, 
 def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     """The framework layer's one finding at most, the first that holds of: ``framework-hung`` (the child timed out
     before it reported), ``framework-crashed`` (it died or reported nothing), ``framework-missing`` (``import torch``
-    fails), ``framework-cpu-only`` (a wheel without CUDA), then for a CUDA build that sees no GPU: the lower layer's
+    fails; either with its cause where a malformed allocator configuration stopped ``import torch``),
+    ``framework-cpu-only`` (a wheel without CUDA), then for a CUDA build that sees no GPU: the lower layer's
     id of the error cudaGetDeviceCount gave (``fabric-manager-not-running`` 802, ``driver-library-mismatch`` 803,
     ``forward-compat-unsupported`` 804, ``mps-connection-failed`` 805, ``cuda-init-failed`` for the unknown error),
     else ``framework-gpu-init-failed`` (as TensorFlow's: where a lower layer is broken, it is the root cause)."""
@@ -39,11 +41,12 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     exit_, tf = probe.exit, probe.facts
     if tf is None:
-        return [framework_probe_failure(PROBE, exit_, settings.timeout)]
+        return [config_broke_import(framework_probe_failure(PROBE, exit_, settings.timeout), exit_.stderr_tail,
+                                    facts.environment)]
     if exit_.status in ("crashed", "error"):
-        return [framework_crashed(PROBE, exit_)]
+        return [config_broke_import(framework_crashed(PROBE, exit_), exit_.stderr_tail, facts.environment)]
     if not tf.importable:
-        return [_framework_missing(tf)]
+        return [config_broke_import(_framework_missing(tf), (tf.import_error or "",), facts.environment)]
     if not tf.cuda_build:
         return [_framework_cpu_only(tf, facts)]
     if tf.available and tf.device_count:

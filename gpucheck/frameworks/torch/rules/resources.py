@@ -1,0 +1,191 @@
+"""PyTorch's resources layer, read without starting CUDA: an allocator configuration the installed build refuses
+(``memory-config-failed``), and ``/dev/shm`` too small for NCCL between this machine's GPUs (``nccl-shm-failed``);
+and the cause of an ``import torch`` that aborts on a malformed configuration, for the framework layer's finding."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from gpucheck.facts import Facts
+from gpucheck.frameworks.torch import memory
+from gpucheck.frameworks.torch.facts import AllocatorConfig, TorchFacts, shared_memory
+from gpucheck.frameworks.torch.rules.common import torch_of
+from gpucheck.model import Finding, Severity, finding
+from gpucheck.settings import Settings
+
+#: Set to 1, NCCL does not use its shared-memory transport (NCCL's environment variables).
+SHM_DISABLE = "NCCL_SHM_DISABLE"
+#: The variables these rules weigh (``Unit.environment_keys``).
+ENVIRONMENT_KEYS = (*memory.VARIABLES, SHM_DISABLE)
+
+
+def resources_rules(facts: Facts, settings: Settings) -> list[Finding]:
+    """``memory-config-failed`` for each allocator configuration the build refuses, ``nccl-shm-failed`` (degraded)
+    where ``/dev/shm`` is too small or not writable for NCCL between two or more GPUs."""
+    tf = torch_of(facts)
+    if tf is None:
+        return []
+    out = [_config_refused(tf, config) for config in tf.allocator if _refused(config)]
+    shm = _shm_too_small(tf, facts)
+    return out + ([shm] if shm is not None else [])
+
+
+def _refused(config: AllocatorConfig) -> bool:
+    return bool(config.unknown or config.malformed or config.torch_said)
+
+
+def _config_refused(tf: TorchFacts, config: AllocatorConfig) -> Finding:
+    """``memory-config-failed``: options the build does not know, a form it does not read, or its own parser's no."""
+    if config.unknown:
+        what = f"does not know the option{'s' if len(config.unknown) > 1 else ''} {', '.join(config.unknown)}"
+    elif config.malformed:
+        what = f"cannot read it: {config.malformed}"
+    else:
+        what = f"refuses it: {config.torch_said}"
+    known = [k for k in config.keys if k not in config.unknown]
+    return finding(
+        "memory-config-failed",
+        Severity.BLOCKER,
+        summary=f"PyTorch {tf.version} {what} ({config.variable}={config.value}).",
+        cause=(
+            f"{config.variable} configures torch's CUDA caching allocator; torch parses it when it first allocates GPU "
+            "memory (2.14: an option without ':value' already when it loads) and every program then fails"
+            + (f"; torch's own parser, asked without starting CUDA, says: {config.torch_said}" if config.torch_said else "")
+            + (
+                f". None of the build's parsing libraries ({', '.join(config.libraries)}) holds "
+                f"{', '.join(config.unknown)}: an option of another torch version (expandable_segments came with 2.1) "
+                "or a typo."
+                if config.unknown
+                else "."
+            )
+        ),
+        remedy=(
+            f"`echo ${config.variable}` (and the program's own os.environ settings): "
+            + (f"remove {', '.join(config.unknown)}, or install a torch that knows it" if config.unknown else "")
+            + ("write it as comma-separated key:value options" if not config.unknown and config.malformed else "")
+            + ("correct the value torch names" if not config.unknown and not config.malformed else "")
+            + (f" (the options it knows here: {', '.join(known)})" if known else "")
+            + "."
+        ),
+        evidence={
+            "variable": config.variable,
+            "value": config.value,
+            "unknown_keys": list(config.unknown),
+            "malformed": config.malformed,
+            "torch_said": config.torch_said,
+            "libraries": list(config.libraries),
+            "torch": tf.version,
+        },
+    )
+
+
+def _shm_not_checked(tf: TorchFacts | None, facts: Facts) -> str | None:
+    """Why ``/dev/shm`` is not judged for NCCL here; None where it is."""
+    shm = shared_memory(facts)
+    if tf is None:
+        return "PyTorch did not report (it is not importable, or its probe died)"
+    if not tf.cuda_build:
+        return "PyTorch is a CPU-only build: it runs no NCCL"
+    if (facts.environment.get(SHM_DISABLE) or "").strip() == "1":
+        return f"{SHM_DISABLE}=1: NCCL does not use its shared-memory transport"
+    if (tf.device_count or 0) < 2:
+        return f"PyTorch counts {tf.device_count or 0} GPU(s): NCCL connects two or more GPUs of one machine through /dev/shm"
+    if shm is None:
+        return "/dev/shm was not read"
+    if shm.error is not None:
+        return f"{shm.path} could not be read: {shm.error}"
+    return None
+
+
+def _shm_too_small(tf: TorchFacts, facts: Facts) -> Finding | None:
+    """``nccl-shm-failed`` (degraded: one GPU's work runs; NCCL between the GPUs does not): ``/dev/shm`` has less free
+    than the 1 GiB NCCL's troubleshooting guide asks a container for, or cannot be written."""
+    shm = shared_memory(facts)
+    if shm is None or _shm_not_checked(tf, facts) is not None:
+        return None
+    small = shm.free is not None and shm.free < memory.NCCL_SHM_BYTES
+    if not small and shm.writable is not False:
+        return None
+    gpus = tf.device_count or 0
+    state = (
+        f"has {memory.short_bytes(shm.free)} free of {memory.short_bytes(shm.size)}"
+        + ("" if shm.writable is not False else " and cannot be written")
+        if small
+        else "cannot be written"
+    )
+    return finding(
+        "nccl-shm-failed",
+        Severity.DEGRADED,
+        summary=f"{shm.path} {state}: NCCL between this machine's {gpus} GPUs will fail to start.",
+        cause=(
+            "NCCL makes its shared-memory segments between the GPUs of one machine in /dev/shm (about 9 MiB each: "
+            "'Error while creating shared memory segment ... (size 9637888)', NVIDIA/nccl#342, in Docker's 64 MB "
+            "default), and fails to initialise where they do not fit ('NCCL WARN Error: failed to extend /dev/shm/nccl-"
+            "... bytes'); PyTorch then says only 'NCCL error ... unhandled system error'. NCCL's troubleshooting guide "
+            "asks a container for --shm-size=1g. One GPU's work is not affected."
+        ),
+        remedy=(
+            "Give the container more shared memory: `docker run --shm-size=1g --ulimit memlock=-1 ...` or "
+            "`--ipc=host`; Kubernetes: mount an emptyDir of medium Memory on /dev/shm; "
+            + ("make /dev/shm writable; " if shm.writable is False else "")
+            + f"`{SHM_DISABLE}=1` avoids it at a cost in speed."
+        ),
+        evidence={
+            "path": shm.path,
+            "size_bytes": shm.size,
+            "free_bytes": shm.free,
+            "writable": shm.writable,
+            "needed_bytes": memory.NCCL_SHM_BYTES,
+            "gpus": gpus,
+            "torch": tf.version,
+        },
+    )
+
+
+def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
+    """Why ``/dev/shm`` was not judged for NCCL (``nccl-shm-failed``), where it was not."""
+    why = _shm_not_checked(torch_of(facts), facts)
+    return {"nccl-shm-failed": why} if why is not None else {}
+
+
+def malformed_config(environment: Mapping[str, str | None]) -> tuple[str, str, str] | None:
+    """The first allocator configuration of the environment whose form torch cannot read: (variable, value, what)."""
+    for variable in memory.VARIABLES:
+        value = environment.get(variable)
+        if value is not None and (wrong := memory.parse(value).malformed) is not None:
+            return variable, value, wrong
+    return None
+
+
+#: What torch says where its allocator configuration stops ``import torch``: 2.14 aborts (SIGABRT) with "Index out of
+#: bounds in ConfigTokenizer" (pytorch/pytorch#186453); the fix proposed there (pytorch/pytorch#186607) raises
+#: "ValueError: Error parsing the allocator config: ...", which the child reports as a failed import.
+_CONFIG_WORDS = ("ConfigTokenizer", "allocator config")
+
+
+def config_broke_import(found: Finding, said: tuple[str, ...], environment: Mapping[str, str | None]) -> Finding:
+    """``framework-crashed`` (torch 2.14 aborts) or ``framework-missing`` (a torch that raises instead) with its cause
+    where ``import torch`` stopped on a malformed allocator configuration: torch's CUDA library parses it as it loads.
+    ``said`` is what the child left: its last output, or its import error."""
+    wrong = malformed_config(environment)
+    if wrong is None or found.id not in ("framework-crashed", "framework-missing"):
+        return found
+    words = next((line.strip() for line in said if any(w in line for w in _CONFIG_WORDS)), None)
+    if found.id == "framework-missing" and words is None:
+        return found  # an import that failed for another reason
+    variable, value, what = wrong
+    return replace(
+        found,
+        cause=(
+            f"{variable}={value} is not a list of key:value options ({what}); torch's CUDA library parses it as it "
+            "loads, and `import torch` stops"
+            + (f": {words}" if words else "")
+            + f". {found.cause}"
+        ),
+        remedy=(
+            f"Correct {variable} to comma-separated key:value options (`expandable_segments:True`), or unset it "
+            "(`echo $" + variable + "`, and the program's own os.environ settings)."
+        ),
+        evidence={**found.evidence, "variable": variable, "value": value, "malformed": what, "torch_said": words},
+    )

@@ -26,7 +26,7 @@ import pytest
 
 from conftest import GpucheckRun, validate_report
 from gpucheck.diagnosis import Diagnosis
-from gpucheck.records.driverlog import driver_records
+from gpucheck.records.driverlog import MAX_RECORDS, driver_records
 from gpucheck.records.parse import Line, kmsg_record, text_line
 from gpucheck.records.probe import read_kernel_log
 from gpucheck.settings import Settings
@@ -151,6 +151,20 @@ def test_lines_that_look_alike_are_not_read_as_the_drivers() -> None:
         "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:" + "1" * 5000 + ")",
     ]
     assert driver_records(text_line(ln) for ln in lines) == ()
+
+
+def test_past_the_bound_the_newest_records_are_kept() -> None:
+    """More distinct records than are kept (MAX_RECORDS: heymeco#2's BAR 1 line, each on a PCI address of its own),
+    then NVSentinel#155's GPU fallen off the bus: that newest record is kept and the oldest are let go (issue 37: the
+    newest records are the ones kept, as the reading keeps its newest lines)."""
+    bar = "pci 0000:{:02x}:{:02x}.0: BAR 1 [mem size 0x10000000 64bit pref]: can't assign; no space"
+    fallen = ("NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:26b5) installed in this system has fallen off the bus and "
+              "is not responding to commands.")
+    lines = [bar.format(i // 256, i % 256) for i in range(MAX_RECORDS + 10)] + [fallen]
+    records = driver_records(text_line(ln) for ln in lines)
+    assert len(records) == MAX_RECORDS
+    assert (records[-1].kind, records[-1].device) == ("fallen-off-the-bus", "0000:b3:00.0"), records[-1]
+    assert records[0].device == "0000:00:0b.0", records[0]  # the eleven oldest let go
 
 
 # --- the fake machines ----------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import GpucheckRun
-from gpucheck.records.nvlink5 import decode, decode_table, nvlink_records, subcode
+from gpucheck.records.nvlink5 import MAX_RECORDS, decode, decode_table, nvlink_records, subcode
 from gpucheck.records.parse import text_line
 from tests.contracts import assert_one_red_line
 from tests.test_driver_probe import assert_indexed, doctor_on, kmsg_of, load, read_back, with_log
@@ -73,6 +73,30 @@ def test_a_hostile_line_is_no_record() -> None:
     lines = ["NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link " + "9" * 4000 + " (0x0 0x0)",
              "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=x, Ch 1 caused by previous Xid " + "1" * 4000]
     assert nvlink_records(text_line(ln) for ln in lines) == ((), ())
+
+
+def test_past_the_bound_the_newest_records_are_kept() -> None:
+    """More distinct NVLink5 records than are kept (MAX_RECORDS: gpud#1160's Nonfatal SAW_MVB line, each with an
+    intrinfo of its own), then gpud#1160's Fatal NETIR_LINK_EVT: the Fatal record, the newest, is kept and the oldest
+    are let go (issue 37: the newest records are the ones kept, as the reading keeps its newest lines). The same for
+    Xid 45's follow-ups (open-gpu-kernel-modules#1150's line, each from a process of its own)."""
+    nonfatal = "NVRM: Xid (PCI:0000:01:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x{:08x} 0x00000008 0x00000000 0x00000000)"
+    fatal = ("NVRM: Xid (PCI:0000:00:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x00000000 0x00000000 "
+             "0x00000000 0x00000000 0x00000000)")
+    follow = "NVRM: Xid (PCI:0000:dc:00): 45, pid={}, name=python3, Ch 00000001 caused by previous Xid {}"
+    more = 10
+    lines = [nonfatal.format(i) for i in range(MAX_RECORDS + more)] + [fatal]
+    lines += [follow.format(1000 + i, 145) for i in range(MAX_RECORDS + more)] + [follow.format(1818990, 149)]
+    records, follows = nvlink_records(text_line(ln) for ln in lines)
+    assert len(records) == MAX_RECORDS and len(follows) == MAX_RECORDS
+    assert (records[-1].xid, records[-1].unit, records[-1].fatal) == (149, "NETIR_LINK_EVT", True)
+    # The oldest let go: the first kept is the one after them (each record a sighting of its own).
+    assert records[0].intrinfo == more + 1, records[0]
+    assert (follows[-1].pid, follows[-1].cause) == (1818990, 149) and follows[0].pid == 1000 + more + 1
+    # A record seen again is seen recently: the first one, repeated last, outlives those after it.
+    again = [nonfatal.format(i) for i in range(MAX_RECORDS)] + [nonfatal.format(0), nonfatal.format(MAX_RECORDS)]
+    kept, _ = nvlink_records(text_line(ln) for ln in again)
+    assert [r.intrinfo for r in kept[:2]] == [0, 2] and kept[0].count == 2
 
 
 # --- the fake machines ----------------------------------------------------------------------------------------------

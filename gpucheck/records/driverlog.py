@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from gpucheck.pci import pci_key
 from gpucheck.records.facts import DriverRecord
-from gpucheck.records.parse import Line
+from gpucheck.records.parse import Line, Newest
 
 FALLEN, RM_INIT, PROBE_ROUTINE, BAR_INVALID, BAR_UNASSIGNED, PROBE_FAILED = (
     "fallen-off-the-bus", "rm-init-adapter-failed", "probe-routine-failed", "bar-invalid", "bar-unassigned",
@@ -36,7 +36,8 @@ FALLEN, RM_INIT, PROBE_ROUTINE, BAR_INVALID, BAR_UNASSIGNED, PROBE_FAILED = (
 )
 #: The kinds in the order a finding names them when one GPU has several: what the driver saw first of the GPU.
 KINDS = (FALLEN, BAR_INVALID, BAR_UNASSIGNED, RM_INIT, PROBE_FAILED, PROBE_ROUTINE)
-#: At most this many distinct records are kept (each is one GPU's one kind): more GPUs than a machine has.
+#: At most this many distinct records are kept (each is one GPU's one kind): more GPUs than a machine has. Past it,
+#: the ones seen most recently are kept (``parse.Newest``).
 MAX_RECORDS = 4096
 _TEXT = 300
 
@@ -65,10 +66,11 @@ _CONTINUED = re.compile(r"\s*(?:\\x0a|\n)\s*NVRM:\s*")
 
 
 def driver_records(lines: Iterable[Line]) -> tuple[DriverRecord, ...]:
-    """Every record of the forms above in ``lines``, gathered by (kind, GPU), in the order first seen. A GPU's
+    """Every record of the forms above in ``lines``, gathered by (kind, GPU), in the order first seen (past
+    MAX_RECORDS of them, the ones seen most recently). A GPU's
     RmInitAdapter failures (each attempt writes a pair of lines) are one record with the minor number its second line
     names; an old driver's name no GPU, so they are gathered by that minor number."""
-    found: dict[tuple[str, str | None, int | None], DriverRecord] = {}
+    found: Newest[tuple[str, str | None, int | None], DriverRecord] = Newest(MAX_RECORDS)
     #: An old driver's ``RmInitAdapter failed!`` waiting for its ``rm_init_adapter ... minor number N`` line.
     pending: tuple[Line, str, str | None, str] | None = None
 
@@ -77,7 +79,7 @@ def driver_records(lines: Iterable[Line]) -> tuple[DriverRecord, ...]:
         if old is not None:
             last = line.seconds if line.seconds is not None else old.last_s
             found[key] = replace(old, count=old.count + 1, last_s=last, detail=old.detail or detail)
-        elif len(found) < MAX_RECORDS:
+        else:
             found[key] = DriverRecord(key[0], key[1], key[2], detail, 1, line.seconds, line.seconds, text[:_TEXT], form)
 
     for line, form, kind, m in _matches(lines):

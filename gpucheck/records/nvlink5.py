@@ -24,8 +24,9 @@ from typing import Any
 
 from gpucheck.records.catalog import NVLINK5_XIDS as NVLINK5_XIDS
 from gpucheck.records.facts import FollowUp, NvlinkXid
-from gpucheck.records.parse import Line, Unreadable, process
+from gpucheck.records.parse import Line, Newest, Unreadable, process
 
+#: At most this many distinct records of each form are kept; past it, the ones seen most recently (``parse.Newest``).
 MAX_RECORDS = 4096
 _TEXT = 300
 _DEV = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
@@ -44,9 +45,10 @@ def subcode(intrinfo: int) -> int:
 
 
 def nvlink_records(lines: Iterable[Line]) -> tuple[tuple[NvlinkXid, ...], tuple[FollowUp, ...]]:
-    """Every NVLink5 record and every Xid 45 naming the Xid it followed in ``lines``, each gathered by all it says."""
-    found: dict[tuple[Any, ...], NvlinkXid] = {}
-    follow: dict[tuple[Any, ...], FollowUp] = {}
+    """Every NVLink5 record and every Xid 45 naming the Xid it followed in ``lines``, each gathered by all it says (past
+    MAX_RECORDS of a form, the ones seen most recently)."""
+    found: Newest[tuple[Any, ...], NvlinkXid] = Newest(MAX_RECORDS)
+    follow: Newest[tuple[Any, ...], FollowUp] = Newest(MAX_RECORDS)
     for line in lines:
         text = line.text
         if "NVRM: Xid" not in text:
@@ -58,7 +60,7 @@ def nvlink_records(lines: Iterable[Line]) -> tuple[tuple[NvlinkXid, ...], tuple[
             old = found.get(key)
             if old is not None:
                 found[key] = replace(old, count=old.count + 1, last_s=line.seconds or old.last_s)
-            elif len(found) < MAX_RECORDS:
+            else:
                 found[key] = NvlinkXid(key[1], key[0], key[2], key[3], key[4], intr, subcode(intr), status, 1,
                                        line.seconds, line.seconds, text[m.start():][:_TEXT])
             continue
@@ -72,7 +74,7 @@ def nvlink_records(lines: Iterable[Line]) -> tuple[tuple[NvlinkXid, ...], tuple[
             prev = follow.get(fkey)
             if prev is not None:
                 follow[fkey] = replace(prev, count=prev.count + 1, last_s=line.seconds or prev.last_s)
-            elif len(follow) < MAX_RECORDS:
+            else:
                 follow[fkey] = FollowUp(fkey[0], fkey[1], pid, name, 1, line.seconds, line.seconds,
                                         text[m.start():][:_TEXT])
     return tuple(found.values()), tuple(follow.values())

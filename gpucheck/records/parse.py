@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 from gpucheck.records.catalog import APPLICATION, owned, xid_class, xid_entry
 from gpucheck.records.facts import XidCodes, XidDropped, XidProcesses, XidRecord, process_label
@@ -52,6 +54,46 @@ class Line:
 
     text: str
     seconds: float | None = None
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Newest(Generic[K, V]):
+    """At most ``limit`` records by key, the ones seen most recently: past the limit a new key evicts the key seen
+    least recently, so a log with more distinct records than that keeps its newest (as the reading keeps its newest
+    lines), never its oldest. Each write of a key is a sighting; ``values`` are in the order the kept keys were first
+    seen; ``evicted`` counts the keys let go."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._items: dict[K, V] = {}
+        self._seen: OrderedDict[K, None] = OrderedDict()
+        self.evicted = 0
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._items
+
+    def __getitem__(self, key: K) -> V:
+        return self._items[key]
+
+    def get(self, key: K) -> V | None:
+        return self._items.get(key)
+
+    def __setitem__(self, key: K, value: V) -> None:
+        if key in self._items:
+            self._seen.move_to_end(key)
+        else:
+            if len(self._items) >= self._limit:
+                oldest, _ = self._seen.popitem(last=False)
+                del self._items[oldest]
+                self.evicted += 1
+            self._seen[key] = None
+        self._items[key] = value
+
+    def values(self) -> tuple[V, ...]:
+        return tuple(self._items.values())
 
 
 def kmsg_record(record: str) -> Line | None:

@@ -248,6 +248,10 @@ def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Deci
                 return False
         if _other_framework(f, q.framework):
             return False
+        if framework_none and q.framework is not None:
+            # No framework was diagnosed: a framework's question owns nothing (PyTorch's device count names the
+            # driver's 802 and 803 too); a lower layer's blocker blocks it, else it is not checked.
+            return False
         return q.subject is None or f.subject is None or f.subject == q.subject
 
     mine = [f for f in result.findings if f.id in q.ids and about(f)]

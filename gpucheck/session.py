@@ -166,9 +166,8 @@ class GpucheckSession:
         if question.framework is None:
             # A question of a layer a framework measures for (benchmarks, the collective) is that framework's.
             question = replace(question, framework=registry.measuring_framework(self.settings, question.layer))
-        if question.framework is not None and question.framework not in asked:
-            # Another framework's question, in a run that diagnoses others or none: nothing of it was looked at (its
-            # ids may name a lower layer's cause it also reads, which that layer's own checks answer).
+        if question.framework is not None and asked and question.framework not in asked:
+            # Another framework's question, in a run that diagnoses others: nothing of it was looked at.
             decision = Decision("skipped", f"not checked: --gpucheck-framework={self.settings.framework}")
         else:
             decision = decide(self.result(), question, framework_none=not asked)

@@ -50,7 +50,7 @@ SENTENCES: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
     ((), {"compute_capability": "sm_80"}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not 'sm_80'"),
     ((), {"compute_capability": float("inf")}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not inf"),
     ((), {"compute_capability": True}, "@pytest.mark.gpu(compute_capability=...) must be like '8.0', not True"),
-    ((), {"framework": "torch"}, "@pytest.mark.gpu(framework=...) must be 'tensorflow' or None, not 'torch'"),
+    ((), {"framework": "pytorch"}, "@pytest.mark.gpu(framework=...) must be 'tensorflow' or 'torch' or None, not 'pytorch'"),
 ]
 
 

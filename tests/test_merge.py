@@ -250,6 +250,8 @@ def test_what_merge_reads_of_a_hosts_report() -> None:
         root_cause_summary="gpu-lost on GPU 0", also=["ecc-errors", "?"], gpus=[H100, H100, "NVIDIA A100-SXM4-80GB"],
         driver="550.54.15", tensorflow="2.16.1", complete=False, figures={}, cuda="12.4", cuda_runtime="12.3.101",
         cudnn="8", gpu_model=f"NVIDIA A100-SXM4-80GB + {H100}",
+        # A report written before reports named their frameworks: TensorFlow's, from its facts, with no verdict of its own.
+        frameworks=[{"name": "tensorflow", "title": "TensorFlow", "version": "2.16.1", "verdict": None, "root_cause": None}],
     )
     # Where the preferred source is silent, the other: NVML's driver and CUDA version, the framework's build.
     bare = _host("/r/node-07.json", report(host=None, facts=facts(nvml_driver="535.0", nvml_cuda=12020,

@@ -372,17 +372,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
-@pytest.hookimpl(optionalhook=True)  # a run with -p no:xdist (and a `pytest --gpucheck` loading this file) has no such hook
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` (the README's test command): one worker more than the cores this session may use. Many tests wait
-    on something other than this machine's CPU (a probe's time limit, a FIFO no one writes to, TensorFlow's
-    coordination service, a package index); with one worker per core, a core idles while its worker waits
-    (docs/measured.md, "The suite's time"). xdist's own PYTEST_XDIST_AUTO_NUM_WORKERS still decides where set."""
-    if config.rootpath != ROOT or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return len(os.sched_getaffinity(0)) + 1
-
-
 def compile_the_project() -> None:
     """Write gpucheck's bytecode once, at the start of the test session (the controller's, before any worker).
 

@@ -11,6 +11,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from typing import Any
 import pytest
 
 from conftest import RUN_OPTIONS, GpucheckRun
+from gpucheck.cluster.collective import CHIEF_DONE_FILE, serve_until_chief_done
+from gpucheck.cluster.facts import ClusterConfigFacts, ClusterJob
 from gpucheck.cluster.probe import free_ports
 from tests.test_merge import gpucheck_merge
 
@@ -92,6 +96,47 @@ def test_local_parameter_server_smoke_test(run_gpucheck: Callable[..., GpucheckR
     assert chief["workers_stepped"] == ["worker:0", "worker:1"]
     assert all(t["stage"] == "done" for t in tasks.values())
     assert outcome(run, "test_cluster_collective")["outcome"] == "passed"
+
+
+def ps_config(chief_port: int) -> ClusterConfigFacts:
+    a, b = free_ports(2)
+    jobs = (
+        ClusterJob("chief", (f"127.0.0.1:{chief_port}",)),
+        ClusterJob("worker", (f"127.0.0.1:{a}",)),
+        ClusterJob("ps", (f"127.0.0.1:{b}",)),
+    )
+    return ClusterConfigFacts(source="local", asked=True, jobs=jobs, task_type="ps", task_index=0)
+
+
+def test_a_server_whose_chief_came_and_went_before_it_looked_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race CI met on a loaded machine (stop 41: "the chief never came" while the chief had done its four
+    steps): the chief's whole life after this ps's server started fell before the ps first looked at its port.
+    The chief's file in the server's directory says it was there; without it, the closed port reads as a chief
+    that never came."""
+    (closed,) = free_ports(1)  # nothing listens there: the chief has gone
+    config = ps_config(closed)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TimeoutError, match="never came"):
+        serve_until_chief_done(config, time.monotonic() + 0.6)
+    (tmp_path / CHIEF_DONE_FILE).write_text("")
+    start = time.monotonic()
+    serve_until_chief_done(config, start + 30.0)
+    assert time.monotonic() - start < 30.0
+
+
+def test_a_server_ends_when_its_chief_comes_and_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the file (a chief that could not write it), the chief's port opening and then closing ends it."""
+    monkeypatch.chdir(tmp_path)
+    chief = socket.socket()
+    chief.bind(("127.0.0.1", 0))
+    chief.listen()
+    config = ps_config(chief.getsockname()[1])
+    threading.Timer(1.0, chief.close).start()
+    start = time.monotonic()
+    serve_until_chief_done(config, start + 30.0)
+    assert 0.9 < time.monotonic() - start < 30.0
 
 
 def test_a_malformed_tf_config_is_reported_without_the_option(

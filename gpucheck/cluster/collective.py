@@ -6,6 +6,7 @@ then does it start the framework, through this.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -24,6 +25,10 @@ SMALL_ELEMENTS = 4
 LARGE_ELEMENTS = 1 << 20
 LATENCY_ROUNDS = 20
 BANDWIDTH_ROUNDS = 5
+#: What the chief of a parameter-server cluster writes, once its steps are done, into the working directory of
+#: each worker and ps (an op placed on their device: it runs in their process, on their host). A path relative
+#: to the server's own directory, so that the chief need not know where that is on another host.
+CHIEF_DONE_FILE = "gpucheck-chief-done"
 
 
 class Collective(Protocol):
@@ -53,17 +58,20 @@ def rounds(fn: Callable[[], Any], count: int) -> list[float]:
     return out
 
 
-
-
 def serve_until_chief_done(config: ClusterConfigFacts, deadline: float) -> None:
-    """A worker or ps of a parameter-server cluster serves the chief; done once the chief has come and gone
-    (its port closes when its process ends)."""
+    """A worker or ps of a parameter-server cluster serves the chief; done once the chief says so (its
+    :data:`CHIEF_DONE_FILE` in this process's working directory) or has come and gone (its port closes when
+    its process ends). The file is what closes the race: a chief that needs only a second once this server is
+    up may have come and gone before this process first looks (a loaded machine), and its port alone would then
+    read as a chief that never came."""
     chief = next((j.addresses[0] for j in config.jobs if j.name == "chief" and j.addresses), None)
     parsed = split_address(chief) if chief else "no chief"
     if isinstance(parsed, str):
         return
     seen = False
     while time.monotonic() < deadline:
+        if os.path.exists(CHIEF_DONE_FILE):
+            return
         try:
             with socket.create_connection(parsed, timeout=CONNECT_S):
                 seen = True

@@ -8,13 +8,17 @@ cluster child's ``collective`` step (``gpucheck.cluster.collective``)."""
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from gpucheck.cluster.collective import (
     BANDWIDTH_ROUNDS,
+    CHIEF_DONE_FILE,
     LARGE_ELEMENTS,
     LATENCY_ROUNDS,
     SMALL_ELEMENTS,
@@ -25,6 +29,15 @@ from gpucheck.cluster.collective import (
 from gpucheck.cluster.config import MWMS, PSS, tf_config_for
 from gpucheck.cluster.facts import ClusterConfigFacts, CollectiveRun
 from gpucheck.frameworks.tensorflow.imports import import_tensorflow
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A worker's or ps's ``tf.distribute.Server``, and the directory it serves from (where the chief's
+    CHIEF_DONE_FILE lands)."""
+
+    server: Any
+    directory: str
 
 
 def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) -> tuple[str, Any]:
@@ -46,13 +59,18 @@ def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) ->
     elif role == "coordinator":
         strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     else:
-        strategy = tf.distribute.Server(
+        # The chief writes CHIEF_DONE_FILE here when its steps are done (relative to this process's directory,
+        # which it cannot know): a directory of this process's own, so that no earlier run's file is read.
+        directory = tempfile.mkdtemp(prefix="gpucheck-server-")
+        os.chdir(directory)
+        server = tf.distribute.Server(
             resolver.cluster_spec(),
             job_name=config.task_type,
             task_index=config.task_index,
             protocol=resolver.rpc_layer or "grpc",
             start=True,
         )
+        strategy = Serving(server, directory)
     return str(tf.__version__), strategy
 
 
@@ -61,7 +79,11 @@ def _role_work(role: str, strategy: Any, config: ClusterConfigFacts, deadline: f
         return all_reduce(strategy)
     if role == "coordinator":
         return parameter_server_smoke_test(strategy, config)
-    serve_until_chief_done(config, deadline)
+    try:
+        serve_until_chief_done(config, deadline)
+    finally:
+        if isinstance(strategy, Serving):
+            shutil.rmtree(strategy.directory, ignore_errors=True)
     return None
 
 
@@ -135,6 +157,7 @@ def parameter_server_smoke_test(strategy: Any, config: ClusterConfigFacts) -> Co
             if float((tf.constant(float(i + 1)) * 2.0).numpy()) == 2.0 * (i + 1):
                 stepped.append(f"worker:{i}")
     value = float(total.numpy())
+    tell_the_servers_done(tf, config)
     return CollectiveRun(
         "parameter-server",
         workers,
@@ -144,6 +167,21 @@ def parameter_server_smoke_test(strategy: Any, config: ClusterConfigFacts) -> Co
         variable_devices=(str(total.device),),
         workers_stepped=tuple(stepped),
     )
+
+
+def tell_the_servers_done(tf: Any, config: ClusterConfigFacts) -> None:
+    """Write CHIEF_DONE_FILE on each worker and ps (an op on its device runs in its process): each then stops
+    serving, even if it never saw this chief's port open. A server this fails on still ends when this chief's
+    port closes."""
+    for job in config.jobs:
+        if job.name not in ("worker", "ps"):
+            continue
+        for i in range(len(job.addresses)):
+            try:
+                with tf.device(f"/job:{job.name}/replica:0/task:{i}/device:CPU:0"):
+                    tf.io.write_file(CHIEF_DONE_FILE, tf.constant(""))
+            except Exception:  # noqa: BLE001 - the port's closing still tells that server
+                continue
 
 
 class TensorFlowCollective:

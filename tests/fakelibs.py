@@ -74,6 +74,9 @@ LIBCUFFT = FakeLibrary("libcufft.so.11", "libcudamath.c")
 LIBCUSOLVER = FakeLibrary("libcusolver.so.11", "libcudamath.c")
 LIBCUSPARSE = FakeLibrary("libcusparse.so.12", "libcudamath.c", needs=("libnvJitLink.so.12",))
 LIBNVJITLINK = FakeLibrary("libnvJitLink.so.12", "libcudamath.c")
+#: Under the CUDA 13 soname: a copy without the versioned entry points the cu13 wheels' libcusparse links against
+#: (``__nvJitLinkAddData_13_0``...), as an older toolkit's is to newer wheels (tests/test_torch_cuda_scenarios.py).
+LIBNVJITLINK13 = FakeLibrary("libnvJitLink.so.13", "libcudamath.c")
 #: Every library TensorFlow 2.21 must dlopen before it registers a GPU (dlopen_checker.cc), cuDNN last.
 CUDA12_RUNTIME = (
     "libcudart@12.5.82",

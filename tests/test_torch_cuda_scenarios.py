@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import build_fake_machine, validate_report
-from tests import pyenvs
+from tests import fakelibs, pyenvs
 from tests.contracts import assert_one_red_line
 from tests.pyenvs import checkout_environment
 
@@ -156,3 +156,76 @@ def test_resources_on_an_eight_gpu_container(torch_cuda_python: Path, fake_lib_c
     [child] = json.loads(said.stdout.strip().splitlines()[-1])
     assert (child["keys"], child["unknown"], child["malformed"], child["torch_said"]) == (
         ["expandable_segments", "max_split_size_mb", "garbage_collection_threshold"], [], None, None), said.stderr[-2000:]
+
+
+#: The H100 on which torch's CUDA build runs until the runtime's private tables (a healthy machine for what is checked
+#: here: the load of torch's own libraries comes first).
+H100 = Path(__file__).parent / "scenarios" / "torch" / "h100-80gb-cu130-stops-at-export-tables.json"
+
+
+def run_on_h100(
+    library: str, torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path, **env_more: str
+) -> tuple[dict[str, Any], str, Path]:
+    """torch's CUDA build through ``pytest --gpucheck`` on the H100 with the fake ``library`` installed beside the
+    driver's (``libcudnn@9.0.0``): its report, its output, and the fake's file."""
+    scenario = json.loads(H100.read_text())
+    scenario["libraries"] = [*scenario["libraries"], library]
+    project = tmp_path / "project"
+    project.mkdir()
+    env = checkout_environment(tmp_path / "site")
+    env.update(build_fake_machine(scenario, tmp_path / "machine", fake_lib_cache), PY_COLORS="0")
+    name, _, version = library.partition("@")
+    soname = getattr(fakelibs, name.upper()).soname
+    other = tmp_path / "machine" / "lib" / f"{soname.split('.so')[0]}.so.{version}"
+    env.update({k: v.format(other=other) for k, v in env_more.items()})
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [str(torch_cuda_python), "-m", "pytest", "--gpucheck", f"--gpucheck-json={report_path}", "-p",
+         "no:cacheprovider", "-rs"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and report_path.exists(), out[-4000:]
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    validate_report(report, report_path)
+    return report, out, other
+
+
+def test_a_cudnn_loaded_before_the_wheels_own_is_named(
+    torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path
+) -> None:
+    """Issue 36 point 2: a cuDNN found before the one of torch's nvidia-cudnn wheel, lacking a symbol torch's libraries
+    need (pytorch/pytorch#119989: /usr/local/cuda/lib64's cuDNN used in place of the wheel's, "undefined symbol: ...,
+    version libcudnn_cnn_infer.so.8"). Here a libcudnn.so.9 loaded before torch's libraries (LD_PRELOAD), which
+    libtorch_cuda.so's RPATH cannot overrule: the loader reuses a soname already loaded. The real torch 2.14.1+cu130
+    import fails with the loader's own words ("undefined symbol: cudnnPoolingForward, version libcudnn.so.9"); the root
+    cause names the file the loader took (the child's /proc/self/maps: torch maps its wheel's
+    copy too, retrying with its CUDA libraries preloaded) and the wheel's copy, not framework-missing, under the id
+    `gpucheck explain` gives the same words: cudnn-version-mismatch."""
+    report, out, other = run_on_h100("libcudnn@9.0.0", torch_cuda_python, fake_lib_cache, tmp_path, LD_PRELOAD="{other}")
+    findings = {f["id"]: f for f in report["findings"]}
+    assert report["root_cause"]["id"] == "cudnn-version-mismatch", (list(findings), out[-4000:])
+    assert "framework-missing" not in findings
+    evidence = findings["cudnn-version-mismatch"]["evidence"]
+    assert evidence["library"] == "libcudnn.so.9" and "version libcudnn.so.9" in evidence["import_error"], evidence
+    assert (evidence["loaded"], evidence["found_by"]) == (str(other), "mapped"), evidence
+    assert [p.split("/site-packages/")[-1] for p in evidence["wheel_copies"]] == ["nvidia/cudnn/lib/libcudnn.so.9"]
+    assert any(fnmatch.fnmatch(line, "*root cause: cudnn-version-mismatch (libraries)*") for line in out.splitlines()), out[-3000:]
+    assert_one_red_line(report)
+
+
+def test_an_older_nvjitlink_on_ld_library_path_no_longer_shadows_torchs(
+    torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path
+) -> None:
+    """infiniflow/ragflow#4466 ("libcusparse.so.12: undefined symbol: __nvJitLinkAddData_12_1, version
+    libnvJitLink.so.12": torch's CUDA 12.1 wheels, a 12.0 toolkit's libnvJitLink on LD_LIBRARY_PATH, which libcusparse's
+    RUNPATH comes after) cannot happen to torch 2.14: it preloads its wheel's nvJitLink before libcusparse is loaded
+    (torch/__init__.py, pytorch/pytorch#138460). With a libnvJitLink.so.13 lacking the cu13 wheels' entry points first
+    on LD_LIBRARY_PATH, torch imports, the wheel's copy is the one mapped, and no library is called shadowed."""
+    report, out, other = run_on_h100("libnvjitlink13@13.0.39", torch_cuda_python, fake_lib_cache, tmp_path)
+    assert "cuda-library-shadowed" not in {f["id"] for f in report["findings"]}, out[-3000:]
+    torch = report["facts"]["torch"]["facts"]
+    assert torch["importable"] is True and torch["found_first"] is None
+    mapped = [lib for lib in torch["libraries"] if "/libnvJitLink.so" in lib]
+    assert mapped and all(lib.endswith("/nvidia/cu13/lib/libnvJitLink.so.13") for lib in mapped), mapped
+    assert str(other) not in torch["libraries"]

@@ -367,3 +367,61 @@ def test_pytorchs_benchmarks_are_judged_on_the_gpu_torch_lists() -> None:
     found = {f.id: f for f in perf.performance_rules(facts, both)}
     assert found["gpu-underperforming"].subject == "GPU-0", found["gpu-underperforming"]
     assert found["benchmark-failed"].cause.startswith("PyTorch raised while running it on CPU:0, CPU:1")
+
+
+#: The loader's words where an older libnvJitLink is found first (infiniflow/ragflow#4466: torch's CUDA 12.1 wheels with
+#: a CUDA 12.0 toolkit's libnvJitLink on LD_LIBRARY_PATH), as `import torch` raises them.
+NVJITLINK_12_1 = (
+    "ImportError: /venv/lib/python3.10/site-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: undefined "
+    "symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12"
+)
+
+
+def test_which_copy_the_loader_took_is_found(tmp_path: Path) -> None:
+    """``found_first``: the copy still mapped (preloaded) comes first; else the first folder of LD_LIBRARY_PATH holding
+    the soname, its link resolved (the loader searches it before a wheel library's RUNPATH); else none named."""
+    from gpucheck.frameworks.torch.child import found_first
+
+    old, older = tmp_path / "cuda-12.0" / "lib64", tmp_path / "cuda-11.8" / "lib64"
+    for folder in (old, older):
+        folder.mkdir(parents=True)
+        (folder / "libnvJitLink.so.12.0.76").write_bytes(b"")
+        (folder / "libnvJitLink.so.12").symlink_to("libnvJitLink.so.12.0.76")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {"LD_LIBRARY_PATH": f"::{empty}:{old}:{older}"}
+    first = found_first(NVJITLINK_12_1, (), env)
+    assert first is not None
+    assert (first.soname, first.symbol) == ("libnvJitLink.so.12", "__nvJitLinkAddData_12_1")
+    assert (first.loaded, first.how) == (str(old / "libnvJitLink.so.12.0.76"), "LD_LIBRARY_PATH")
+    mapped = ("/venv/torch/lib/libtorch_cuda.so", "/opt/conda/lib/libnvJitLink.so.12.0.140")
+    assert found_first(NVJITLINK_12_1, mapped, env) == dataclasses.replace(first, loaded=mapped[1], how="mapped")
+    nowhere = found_first(NVJITLINK_12_1, (), {})
+    assert nowhere is not None and (nowhere.loaded, nowhere.how) == (None, None)
+    # Another import failure is not the loader's word on a missing symbol.
+    assert found_first("ModuleNotFoundError: No module named 'torch'", mapped, env) is None
+    assert found_first("ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", (), env) is None
+
+
+def test_a_cuda_library_found_first_is_named_not_framework_missing() -> None:
+    """``import torch`` failing on a symbol of a CUDA library is ``cuda-library-shadowed`` (the libraries layer),
+    naming the file the loader took and the wheel's own copy, not ``framework-missing``'s `pip install torch`."""
+    from gpucheck.frameworks.torch.facts import FoundFirst
+
+    wheel = "/venv/lib/python3.10/site-packages/nvidia/nvjitlink/lib/libnvJitLink.so.12"
+    first = FoundFirst("libnvJitLink.so.12", "__nvJitLinkAddData_12_1", "/usr/local/cuda-12.0/lib64/libnvJitLink.so.12.0.76",
+                       "LD_LIBRARY_PATH", (wheel,))
+    torch = TorchFacts(False, NVJITLINK_12_1, found_first=first)
+    [found] = framework_rules(machine(torch), TORCH)
+    assert (found.id, found.layer, found.severity.value) == ("cuda-library-shadowed", "libraries", "blocker")
+    assert found.summary == "Another libnvJitLink.so.12 than PyTorch's own is loaded first: it lacks __nvJitLinkAddData_12_1."
+    assert found.remedy.startswith("Remove /usr/local/cuda-12.0/lib64 from LD_LIBRARY_PATH") and wheel in found.remedy
+    assert found.evidence["loaded"] == first.loaded and found.evidence["wheel_copies"] == [wheel]
+    # A cuDNN is cudnn-version-mismatch, as explain names the same words.
+    preloaded = FoundFirst("libcudnn.so.9", "cudnnPoolingForward", "/opt/cudnn/libcudnn.so.9.0.0", "mapped", ())
+    [found] = framework_rules(machine(dataclasses.replace(torch, found_first=preloaded)), TORCH)
+    assert (found.id, found.layer) == ("cudnn-version-mismatch", "libraries")
+    assert found.remedy.startswith("Take /opt/cudnn/libcudnn.so.9.0.0 out of LD_PRELOAD")
+    unknown = dataclasses.replace(first, loaded=None, how=None)
+    [found] = framework_rules(machine(dataclasses.replace(torch, found_first=unknown)), TORCH)
+    assert "ldconfig -p | grep libnvJitLink.so.12" in found.remedy

@@ -16,13 +16,17 @@ def test_torch_build_runs_on_this_driver_and_gpus(gpucheck_answer: Answer) -> No
     gpucheck_answer.check()
 
 
-@asks("framework", ("framework-missing",))
+@asks("framework", ("framework-missing", "cuda-library-shadowed", "cudnn-version-mismatch"))
 def test_torch_importable(gpucheck_answer: Answer) -> None:
     """Can PyTorch be imported?"""
     gpucheck_answer.check()
 
 
-@asks("framework", ("framework-cpu-only",), blocked_by_ids=("framework-missing",))
+@asks(
+    "framework",
+    ("framework-cpu-only",),
+    blocked_by_ids=("framework-missing", "cuda-library-shadowed", "cudnn-version-mismatch"),
+)
 def test_torch_is_cuda_build(gpucheck_answer: Answer) -> None:
     """Is the installed torch a CUDA build?"""
     gpucheck_answer.check()
@@ -34,7 +38,7 @@ def test_torch_is_cuda_build(gpucheck_answer: Answer) -> None:
         "framework-gpu-init-failed", "framework-crashed", "framework-hung", "fabric-manager-not-running",
         "driver-library-mismatch", "forward-compat-unsupported", "mps-connection-failed", "cuda-init-failed",
     ),
-    blocked_by_ids=("framework-missing", "framework-cpu-only"),
+    blocked_by_ids=("framework-missing", "cuda-library-shadowed", "cudnn-version-mismatch", "framework-cpu-only"),
 )
 def test_torch_sees_gpus(gpucheck_answer: Answer) -> None:
     """Does torch see the GPUs (``torch.cuda.device_count()``) without crashing or hanging?"""

@@ -8,7 +8,9 @@ a hung ``cuInit`` hangs torch with it, and the parent's time limit ends it.
 
 from __future__ import annotations
 
+import glob
 import importlib
+import importlib.util
 import os
 import re
 import traceback
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpucheck.frameworks.torch import memory
-from gpucheck.frameworks.torch.facts import AllocatorConfig, TorchDevice, TorchFacts
+from gpucheck.frameworks.torch.facts import AllocatorConfig, FoundFirst, TorchDevice, TorchFacts
 from gpucheck.protocol import stage
 
 T = TypeVar("T")
@@ -29,6 +31,9 @@ _LIBRARY = re.compile(
 )
 #: The most lines of /proc/self/maps read (a process maps a few thousand).
 _MAPS_LINES = 100_000
+#: The dynamic loader's words where a library lacks a symbol another needs of it, with the version node the symbol was
+#: linked against: "libcusparse.so.12: undefined symbol: __nvJitLinkAddData_13_0, version libnvJitLink.so.13".
+UNDEFINED_SYMBOL = re.compile(r"undefined symbol: (?P<symbol>[^\s,]+),? version (?P<soname>lib[\w+-]+\.so\.\d+)")
 
 
 def _error(exc: BaseException) -> str:
@@ -59,6 +64,48 @@ def loaded_libraries(maps: str = "/proc/self/maps") -> tuple[str, ...]:
     except OSError:
         return ()
     return tuple(found)
+
+
+def found_first(error: str, libraries: tuple[str, ...], environ: dict[str, str] | None = None) -> FoundFirst | None:
+    """Where ``error`` is the loader's "undefined symbol: S, version libX.so.N": the copy of libX.so.N the loader took
+    (one this process still has mapped that is not the wheels' own, else the first on ``LD_LIBRARY_PATH``), and those
+    torch's ``nvidia-*`` wheels bring. A library that failed to load is unmapped again, so a copy found through
+    ``LD_LIBRARY_PATH`` is named by the same search the loader made: that variable's folders come before a wheel
+    library's RUNPATH. (torch may have mapped its wheel's copy too, retrying with its CUDA libraries preloaded.)"""
+    m = UNDEFINED_SYMBOL.search(error)
+    if m is None:
+        return None
+    soname, symbol = m["soname"], m["symbol"]
+    env = os.environ if environ is None else environ
+    wheels = _wheel_copies(soname)
+    own = {os.path.realpath(p) for p in wheels}
+    loaded, how = None, None
+    for path in libraries:
+        name = os.path.basename(path)
+        if (name == soname or name.startswith(soname + ".")) and os.path.realpath(path) not in own:
+            loaded, how = path, "mapped"
+            break
+    if loaded is None:
+        for folder in env.get("LD_LIBRARY_PATH", "").split(":"):
+            candidate = os.path.join(folder, soname)
+            if folder and os.path.exists(candidate) and os.path.realpath(candidate) not in own:
+                loaded, how = os.path.realpath(candidate), "LD_LIBRARY_PATH"
+                break
+    return FoundFirst(soname, symbol, loaded, how, wheels)
+
+
+def _wheel_copies(soname: str) -> tuple[str, ...]:
+    """The copies of ``soname`` in the ``nvidia-*`` wheels beside the torch package (found without importing it)."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return ()
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    copies: list[str] = []
+    for folder in folders:
+        site = os.path.dirname(os.path.abspath(folder))
+        copies += sorted(glob.glob(os.path.join(glob.escape(site), "nvidia", "*", "lib", glob.escape(soname))))
+    return tuple(dict.fromkeys(copies))
 
 
 def _device(torch: Any, index: int, errors: dict[str, str]) -> TorchDevice:
@@ -97,7 +144,8 @@ def probe_torch() -> TorchFacts:
     try:
         torch: Any = importlib.import_module("torch")
     except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
-        return TorchFacts(False, _error(exc))
+        text, libraries = _error(exc), loaded_libraries()
+        return TorchFacts(False, text, libraries=libraries, found_first=found_first(text, libraries))
     location = getattr(torch, "__file__", None) or ", ".join(getattr(torch, "__path__", []))
     if not hasattr(torch, "__version__") or not hasattr(torch, "cuda"):
         # A file or folder named torch (a script called torch.py, a stray directory) found before the package.

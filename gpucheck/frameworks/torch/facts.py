@@ -59,6 +59,25 @@ class SharedMemory:
 
 
 @dataclass(frozen=True)
+class FoundFirst:
+    """A library ``import torch`` needed a symbol of, and which file of that name the loader took: where
+    ``import torch`` failed with "undefined symbol: S, version libX.so.N", another copy of libX.so.N than the one of
+    torch's own ``nvidia-*`` wheels was found first (a system CUDA on ``LD_LIBRARY_PATH``, a library preloaded)."""
+
+    #: The library's soname ("libnvJitLink.so.13") and the symbol missing from the copy found first.
+    soname: str
+    symbol: str
+    #: The file the loader took: the mapped copy (``/proc/self/maps``: one preloaded, or loaded before), else the first
+    #: folder of ``LD_LIBRARY_PATH`` that holds the soname (the loader searches it before a wheel library's RUNPATH);
+    #: the link resolved. None where neither names one.
+    loaded: str | None
+    #: How ``loaded`` was found: "mapped" or "LD_LIBRARY_PATH".
+    how: str | None
+    #: The copies the installed ``nvidia-*`` wheels bring (``<site-packages>/nvidia/*/lib/<soname>``).
+    wheel_copies: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TorchFacts:
     importable: bool
     import_error: str | None
@@ -90,6 +109,8 @@ class TorchFacts:
     errors: dict[str, str] = field(default_factory=dict)
     #: The allocator configurations the environment sets and this CUDA build reads (none on a CPU-only build).
     allocator: tuple[AllocatorConfig, ...] = ()
+    #: Where ``import torch`` failed for a symbol missing from a CUDA library: which copy was found first.
+    found_first: FoundFirst | None = None
 
     @property
     def cuda_build(self) -> bool:

@@ -5,8 +5,10 @@ names it)."""
 
 from __future__ import annotations
 
+import os
+
 from gpucheck.facts import ChildExit, Facts
-from gpucheck.frameworks.torch.facts import TorchFacts, torch_facts
+from gpucheck.frameworks.torch.facts import FoundFirst, TorchFacts, torch_facts
 from gpucheck.frameworks.torch.rules.common import (
     TOO_OLD,
     base_version,
@@ -46,6 +48,8 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     if exit_.status in ("crashed", "error"):
         return [config_broke_import(framework_crashed(PROBE, exit_), exit_.stderr_tail, facts.environment)]
     if not tf.importable:
+        if tf.found_first is not None:
+            return [_library_found_first(tf, tf.found_first)]
         return [config_broke_import(_framework_missing(tf), (tf.import_error or "",), facts.environment)]
     if not tf.cuda_build:
         return [_framework_cpu_only(tf, facts)]
@@ -74,6 +78,51 @@ def _framework_missing(tf: TorchFacts) -> Finding:
             else "Install it into this environment: `pip install torch`."
         ),
         evidence={"import_error": tf.import_error},
+    )
+
+
+def _library_found_first(tf: TorchFacts, first: FoundFirst) -> Finding:
+    """``cuda-library-shadowed`` (``cudnn-version-mismatch`` for a cuDNN library, the id explain gives the same words):
+    ``import torch`` failed because the copy of a CUDA library the loader took lacks a symbol torch's own libraries
+    need ("undefined symbol: S, version libX.so.N"); the file it took is named."""
+    wheels = ", ".join(first.wheel_copies)
+    if first.how == "LD_LIBRARY_PATH" and first.loaded:
+        where = f"{first.loaded}, found through LD_LIBRARY_PATH (searched before the wheels' own folders)"
+        remedy = (
+            f"Remove {os.path.dirname(first.loaded)} from LD_LIBRARY_PATH in the environment the program starts with "
+            f"(`echo $LD_LIBRARY_PATH`), so that {first.soname} of the nvidia-* wheels is found"
+            + (f" ({wheels})" if wheels else "")
+            + "; or install the CUDA of the wheels' version there."
+        )
+    elif first.loaded:
+        where = f"{first.loaded}, already loaded before torch's libraries (LD_PRELOAD, or a library imported earlier)"
+        remedy = (
+            f"Take {first.loaded} out of LD_PRELOAD, or import torch before whatever loads it, so that the copy of the "
+            "nvidia-* wheels is loaded" + (f" ({wheels})" if wheels else "") + "."
+        )
+    else:
+        where = "a copy found first that is neither on LD_LIBRARY_PATH nor still loaded (/etc/ld.so.conf.d, ldconfig)"
+        remedy = (
+            f"Find which {first.soname} the loader takes (`ldconfig -p | grep {first.soname}`) and remove that older "
+            "install from the loader's path, so that the nvidia-* wheels' own is found."
+        )
+    return finding(
+        "cudnn-version-mismatch" if first.soname.startswith("libcudnn") else "cuda-library-shadowed",
+        Severity.BLOCKER,
+        summary=f"Another {first.soname} than PyTorch's own is loaded first: it lacks {first.symbol}.",
+        cause=(
+            f"`import torch` failed: {(tf.import_error or '').splitlines()[-1]}. The loader took {where}"
+            + (f", not the copy of torch's nvidia-* wheels ({wheels})." if wheels else ".")
+        ),
+        remedy=remedy,
+        evidence={
+            "import_error": tf.import_error,
+            "library": first.soname,
+            "symbol": first.symbol,
+            "loaded": first.loaded,
+            "found_by": first.how,
+            "wheel_copies": list(first.wheel_copies),
+        },
     )
 
 

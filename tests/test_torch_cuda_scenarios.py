@@ -45,17 +45,16 @@ def torch_cuda_python() -> Path:
     return Path(given) if given else pyenvs.torch_cuda_python()
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_torch_cuda_build_on_a_fake_machine(
-    path: Path, torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path
-) -> None:
-    scenario = json.loads(path.read_text())
-    assert scenario.get("_source"), "every scenario cites the machine or report it models"
-    expect = scenario["expect"]
+def run_on_machine(
+    scenario: dict[str, Any], torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path, exit_: int,
+    extra: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """``pytest --gpucheck`` of torch's CUDA build on the fake machine of ``scenario`` (``extra``: more variables), in
+    a project folder of its own: its report, checked against the schema, and its output; it must exit ``exit_``."""
     project = tmp_path / "project"
     project.mkdir()
     env = checkout_environment(tmp_path / "site")
-    env.update(build_fake_machine(scenario, tmp_path / "machine", fake_lib_cache), PY_COLORS="0")
+    env.update(build_fake_machine(scenario, tmp_path / "machine", fake_lib_cache), PY_COLORS="0", **(extra or {}))
     report_path = tmp_path / "report.json"
     done = subprocess.run(
         [str(torch_cuda_python), "-m", "pytest", "--gpucheck", f"--gpucheck-json={report_path}", "-p",
@@ -63,9 +62,20 @@ def test_torch_cuda_build_on_a_fake_machine(
         cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
     )
     out = done.stdout + done.stderr
-    assert done.returncode == expect["exit"] and report_path.exists(), out[-4000:]
+    assert done.returncode == exit_ and report_path.exists(), out[-4000:]
     report: dict[str, Any] = json.loads(report_path.read_text())
     validate_report(report, report_path)
+    return report, out
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_torch_cuda_build_on_a_fake_machine(
+    path: Path, torch_cuda_python: Path, fake_lib_cache: Path, tmp_path: Path
+) -> None:
+    scenario = json.loads(path.read_text())
+    assert scenario.get("_source"), "every scenario cites the machine or report it models"
+    expect = scenario["expect"]
+    report, out = run_on_machine(scenario, torch_cuda_python, fake_lib_cache, tmp_path, expect["exit"])
     findings = {f["id"]: f for f in report["findings"]}
     assert list(report["frameworks"]) == ["torch"], report["frameworks"]
     assert report["verdict"] == expect["verdict"], out[-4000:]
@@ -170,24 +180,11 @@ def run_on_h100(
     driver's (``libcudnn@9.0.0``): its report, its output, and the fake's file."""
     scenario = json.loads(H100.read_text())
     scenario["libraries"] = [*scenario["libraries"], library]
-    project = tmp_path / "project"
-    project.mkdir()
-    env = checkout_environment(tmp_path / "site")
-    env.update(build_fake_machine(scenario, tmp_path / "machine", fake_lib_cache), PY_COLORS="0")
     name, _, version = library.partition("@")
     soname = getattr(fakelibs, name.upper()).soname
     other = tmp_path / "machine" / "lib" / f"{soname.split('.so')[0]}.so.{version}"
-    env.update({k: v.format(other=other) for k, v in env_more.items()})
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [str(torch_cuda_python), "-m", "pytest", "--gpucheck", f"--gpucheck-json={report_path}", "-p",
-         "no:cacheprovider", "-rs"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
-    )
-    out = done.stdout + done.stderr
-    assert done.returncode == 1 and report_path.exists(), out[-4000:]
-    report: dict[str, Any] = json.loads(report_path.read_text())
-    validate_report(report, report_path)
+    extra = {k: v.format(other=other) for k, v in env_more.items()}
+    report, out = run_on_machine(scenario, torch_cuda_python, fake_lib_cache, tmp_path, 1, extra)
     return report, out, other
 
 

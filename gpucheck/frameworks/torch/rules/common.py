@@ -8,6 +8,7 @@ import re
 from gpucheck import knowledge
 from gpucheck.facts import Facts, facts_of
 from gpucheck.frameworks.torch.facts import TorchFacts, torch_facts
+from gpucheck.logs import table_data
 from gpucheck.rules.compat import Words
 
 #: How the compatibility findings name PyTorch's build.
@@ -23,9 +24,21 @@ WORDS = Words(
     from_source="build PyTorch from source with `TORCH_CUDA_ARCH_LIST={cc}`",
 )
 
-#: torch's warning when the CUDA runtime refuses the driver (cudaErrorInsufficientDriver): "The NVIDIA driver on your
-#: system is too old (found version 12080)".
-TOO_OLD = re.compile(r"driver on your system is too old \(found version (\d{4,6})\)")
+#: PyTorch's table of log patterns (``gpucheck explain``), whose words the rules read too, so that each is written once.
+LOG_PATTERNS = "frameworks/torch/log_patterns.json"
+
+
+def log_pattern(pattern_id: str) -> re.Pattern[str]:
+    """The regex of the pattern ``pattern_id`` of PyTorch's table (compiled once: ``re`` caches it)."""
+    (regex,) = [p["regex"] for p in table_data(LOG_PATTERNS)["patterns"] if p["id"] == pattern_id]
+    return re.compile(regex)
+
+
+def too_old(text: str) -> re.Match[str] | None:
+    """torch's warning when the CUDA runtime refuses the driver (cudaErrorInsufficientDriver): "The NVIDIA driver on
+    your system is too old (found version 12080)", as explain's ``torch-driver-too-old`` reads it (its first group is
+    the driver's CUDA version as an integer)."""
+    return log_pattern("torch-driver-too-old").search(text)
 #: torch's warnings for a GPU its build has no code for, once CUDA is initialised: "NVIDIA GeForce RTX 5090 with CUDA
 #: capability sm_120 is not compatible with the current PyTorch installation." (``_check_cubins``), "Found GPU0 Tesla
 #: V100-PCIE-32GB which is of compute capability (CC) 7.0." (torch 2.14's ``_check_capability``), "Found GPU0 Tesla K80

@@ -11,10 +11,10 @@ from gpucheck.facts import Facts
 from gpucheck.frameworks.torch.facts import TorchFacts
 from gpucheck.frameworks.torch.rules.common import (
     ARCH,
-    TOO_OLD,
     WORDS,
     driver_cuda,
     install_command,
+    too_old,
     torch_of,
     wheel_variant,
 )
@@ -47,19 +47,19 @@ def compat_rules(facts: Facts, settings: Settings) -> list[Finding]:
     tf = torch_of(facts)
     if tf is None:
         return out
-    too_old = next(((m, text) for text in tf.warnings if (m := TOO_OLD.search(text)) is not None), None)
+    refused = next(((m, text) for text in tf.warnings if (m := too_old(text)) is not None), None)
     arch = [text for text in tf.warnings if ARCH.search(text)]
 
     def torch_said(f: Finding) -> str | None:
         if f.id == "driver-too-old":
-            return too_old[1] if too_old else None
+            return refused[1] if refused else None
         if f.id == "gpu-arch-unsupported":  # the warning that names this GPU, else the first
             return next((t for t in arch if str(f.evidence.get("name")) in t), arch[0] if arch else None)
         return None
 
     out = [replace(f, evidence={**f.evidence, "torch_warning": w.strip()}) if (w := torch_said(f)) else f for f in out]
-    if too_old is not None and not any(f.id == "driver-too-old" for f in out):
-        out.append(_driver_too_old_says_torch(tf, int(too_old[0].group(1)), too_old[1], facts))
+    if refused is not None and not any(f.id == "driver-too-old" for f in out):
+        out.append(_driver_too_old_says_torch(tf, int(refused[0].group(1)), refused[1], facts))
     return out
 
 

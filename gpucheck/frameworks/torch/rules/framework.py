@@ -10,11 +10,11 @@ import os
 from gpucheck.facts import ChildExit, Facts
 from gpucheck.frameworks.torch.facts import FoundFirst, TorchFacts, torch_facts
 from gpucheck.frameworks.torch.rules.common import (
-    TOO_OLD,
     base_version,
     driver_cuda,
     error_number,
     install_command,
+    too_old,
     wheel_variant,
 )
 from gpucheck.frameworks.torch.rules.resources import config_broke_import
@@ -60,7 +60,7 @@ def framework_rules(facts: Facts, settings: Settings) -> list[Finding]:
     lower_said = cf is not None and cf.init is not None and cf.init.code not in (0, None)
     if said is not None and not lower_said and said[0] in BY_ERROR:
         return [_lower_layers_id(tf, *said)]
-    if lower_said or any(TOO_OLD.search(w) for w in tf.warnings):
+    if lower_said or any(too_old(w) for w in tf.warnings):
         return []  # the driver layer, or the compatibility layer, names it
     return [_framework_gpu_init_failed(tf, exit_)]
 

@@ -237,6 +237,12 @@ class Diagnosed(Protocol):
     def unchecked(self) -> Mapping[str, str]: ...
 
 
+def unchecked_key(framework: str | None, cause_id: str) -> str:
+    """Where a diagnosis keeps why a question of ``cause_id`` was not checked: a framework unit's reason under
+    ``"<framework>/<id>"`` (two frameworks ask questions of one id), the lower stack's under the id."""
+    return f"{framework}/{cause_id}" if framework else cause_id
+
+
 def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Decision:
     """Blocked (skipped, naming the blocker), failed with the question's own faults, not checked (skipped,
     saying why), or passed."""
@@ -270,8 +276,10 @@ def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Deci
     if blocker is not None and blocker not in mine:
         return Decision("skipped", f"blocked by {blocker.id}", finding_ids=ids, blocked_by=blocker)
     faults = tuple(f for f in mine if f.is_fault)
-    # The diagnosis says why, under the id the question is named after (its first).
-    unchecked = q.unchecked or (result.unchecked.get(q.ids[0]) if q.ids else None)
+    # The diagnosis says why, under the id the question is named after (its first): its framework's reason first.
+    unchecked = q.unchecked or (
+        result.unchecked.get(unchecked_key(q.framework, q.ids[0]), result.unchecked.get(q.ids[0])) if q.ids else None
+    )
     if unchecked is None and any(s.layer == q.layer and s.state == "not checked" for s in result.layers):
         unchecked = "--gpucheck-framework=none" if framework_none else f"the {q.layer} layer is not diagnosed"
     if not faults and unchecked is not None:

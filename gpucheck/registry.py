@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from gpucheck import cluster, frameworks, logs, performance, records, stack
+from gpucheck.blocking import unchecked_key
 from gpucheck.facts import Facts, FrameworkView
 from gpucheck.layers import by_name, checked
 from gpucheck.model import Finding, catalog
@@ -264,11 +265,14 @@ def pytest_plugins(settings: Settings) -> list[tuple[str, type[Any]]]:
 
 
 def not_checked(facts: Facts, settings: Settings) -> dict[str, str]:
-    """Why each question the diagnosis could not look at was not checked, by the id it is named after."""
+    """Why each question the diagnosis could not look at was not checked, by the id it is named after; a framework
+    unit's reasons under ``unchecked_key(framework, id)``, so that TensorFlow's reason for ``memory-config-failed``
+    never answers PyTorch's question of that id (``blocking.decide`` looks its question's framework up first)."""
     out: dict[str, str] = {}
     for unit in UNITS:
         if unit.not_checked is not None:
-            out.update(unit.not_checked(facts, settings))
+            framework = framework_of(unit)
+            out.update({unchecked_key(framework, k): why for k, why in unit.not_checked(facts, settings).items()})
     return out
 
 

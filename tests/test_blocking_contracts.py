@@ -10,8 +10,10 @@ together as ``Diagnosis._judge`` puts it together (root cause, verdict, layer st
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from gpucheck import registry
 from gpucheck.blocking import (
     FRAMEWORK_BROKEN,
     QUESTION_ATTRIBUTE,
@@ -26,11 +28,14 @@ from gpucheck.blocking import (
     layers_needed_by_cause,
     named_root_cause,
     root_cause,
+    unchecked_key,
 )
 from gpucheck.diagnosis import Result
 from gpucheck.layers import LAYERS, by_name
 from gpucheck.model import RUN_LAYER, Finding, Severity, finding, verdict
+from gpucheck.settings import Settings
 from tests.contracts import question_of
+from tests.test_torch_rules import machine
 
 EVERY = frozenset(layer.name for layer in LAYERS)
 BLOCKER, DEGRADED, INFO = Severity.BLOCKER, Severity.DEGRADED, Severity.INFO
@@ -384,6 +389,31 @@ def test_not_checked_is_a_skip_that_says_why_never_a_pass() -> None:
     assert decide(waiting, bench).reason == "not checked: the benchmark process did not measure it"
     # The performance plugin asks with no ids, only for the blocker.
     assert decide(diagnose(), Question("performance", ())) == Decision("passed")
+
+
+def test_a_frameworks_reason_not_to_check_answers_only_its_own_question() -> None:
+    """TensorFlow and PyTorch both ask about ``memory-config-failed``. In a run of both, TensorFlow's reason for not
+    judging its memory settings ("TensorFlow registers no GPU") left PyTorch's allocator question skipped with
+    TensorFlow's words, though PyTorch's was judged; each framework's reason is now kept under its framework
+    (``unchecked_key``) and read by its own question first. The lower stack's reasons stay under the id."""
+    tf_memory = replace(question_of("checks_memory.py::test_memory_settings_apply"), framework="tensorflow")
+    torch_alloc = replace(
+        question_of("checks_torch_resources.py::test_torch_accepts_its_allocator_configuration"), framework="torch"
+    )
+    assert tf_memory.ids[0] == torch_alloc.ids[0] == "memory-config-failed"
+    why = "TensorFlow registers no GPU"
+    both = diagnose(unchecked={unchecked_key("tensorflow", "memory-config-failed"): why})
+    assert decide(both, tf_memory) == Decision("skipped", f"not checked: {why}")
+    assert decide(both, torch_alloc) == Decision("passed")
+    assert unchecked_key(None, "gsp-firmware-error") == "gsp-firmware-error"
+    # The registry keeps a framework unit's reasons so. In a run of PyTorch alone TensorFlow's unit says its memory
+    # settings were not judged ("--gpucheck-framework=none"): that no longer skips PyTorch's allocator question.
+    reasons = registry.not_checked(machine(None, driver=None), Settings(framework="torch"))
+    assert reasons["tensorflow/memory-config-failed"] == "--gpucheck-framework=none", reasons
+    assert "torch/nccl-shm-failed" in reasons and "memory-config-failed" not in reasons, reasons
+    torch_only = diagnose(unchecked=reasons)
+    assert decide(torch_only, torch_alloc) == Decision("passed")
+    assert decide(torch_only, tf_memory) == Decision("skipped", "not checked: --gpucheck-framework=none")
 
 
 def test_asks_declares_the_question_a_check_asks() -> None:

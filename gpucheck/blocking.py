@@ -280,6 +280,8 @@ def decide(result: Diagnosed, q: Question, framework_none: bool = False) -> Deci
     unchecked = q.unchecked or (
         result.unchecked.get(unchecked_key(q.framework, q.ids[0]), result.unchecked.get(q.ids[0])) if q.ids else None
     )
+    if unchecked is None and framework_none and q.framework is not None:
+        unchecked = "--gpucheck-framework=none"  # a framework's question, and no framework was looked at
     if unchecked is None and any(s.layer == q.layer and s.state == "not checked" for s in result.layers):
         unchecked = "--gpucheck-framework=none" if framework_none else f"the {q.layer} layer is not diagnosed"
     if not faults and unchecked is not None:

@@ -406,6 +406,10 @@ def test_a_frameworks_reason_not_to_check_answers_only_its_own_question() -> Non
     assert decide(both, tf_memory) == Decision("skipped", f"not checked: {why}")
     assert decide(both, torch_alloc) == Decision("passed")
     assert unchecked_key(None, "gsp-firmware-error") == "gsp-firmware-error"
+    # Under --gpucheck-framework=none no framework's question passes: nothing looked at it (PyTorch's allocator question
+    # had only TensorFlow's reason to say so).
+    none = Decision("skipped", "not checked: --gpucheck-framework=none")
+    assert decide(diagnose(), torch_alloc, framework_none=True) == decide(diagnose(), tf_memory, framework_none=True) == none
     # The registry keeps a framework unit's reasons so. In a run of PyTorch alone TensorFlow's unit says its memory
     # settings were not judged ("--gpucheck-framework=none"): that no longer skips PyTorch's allocator question.
     reasons = registry.not_checked(machine(None, driver=None), Settings(framework="torch"))

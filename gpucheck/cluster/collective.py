@@ -27,8 +27,11 @@ LATENCY_ROUNDS = 20
 BANDWIDTH_ROUNDS = 5
 #: What the chief of a parameter-server cluster writes, once its steps are done, into the working directory of
 #: each worker and ps (an op placed on their device: it runs in their process, on their host). A path relative
-#: to the server's own directory, so that the chief need not know where that is on another host.
+#: to the server's own directory, so that the chief need not know where that is on another host; every probe child
+#: starts in a fresh folder of its own (``gpucheck.isolation``), so no earlier run's file is there.
 CHIEF_DONE_FILE = "gpucheck-chief-done"
+#: What ended a server's serving (``CollectiveRun.served_until``).
+BY_FILE, BY_PORT = "the chief's file", "the chief's port closing"
 
 
 class Collective(Protocol):
@@ -58,26 +61,27 @@ def rounds(fn: Callable[[], Any], count: int) -> list[float]:
     return out
 
 
-def serve_until_chief_done(config: ClusterConfigFacts, deadline: float) -> None:
+def serve_until_chief_done(config: ClusterConfigFacts, deadline: float) -> str:
     """A worker or ps of a parameter-server cluster serves the chief; done once the chief says so (its
     :data:`CHIEF_DONE_FILE` in this process's working directory) or has come and gone (its port closes when
     its process ends). The file is what closes the race: a chief that needs only a second once this server is
     up may have come and gone before this process first looks (a loaded machine), and its port alone would then
-    read as a chief that never came."""
+    read as a chief that never came. Returns what ended it (:data:`BY_FILE`, :data:`BY_PORT`)."""
     chief = next((j.addresses[0] for j in config.jobs if j.name == "chief" and j.addresses), None)
     parsed = split_address(chief) if chief else "no chief"
     if isinstance(parsed, str):
-        return
+        return BY_PORT
     seen = False
     while time.monotonic() < deadline:
         if os.path.exists(CHIEF_DONE_FILE):
-            return
+            return BY_FILE
         try:
             with socket.create_connection(parsed, timeout=CONNECT_S):
                 seen = True
         except OSError:
             if seen:
-                return
+                # The chief writes its file before it ends: looked at again, it says which of the two came first.
+                return BY_FILE if os.path.exists(CHIEF_DONE_FILE) else BY_PORT
         time.sleep(RETRY_S)
     raise TimeoutError(
         f"the chief ({chief}) never came" if not seen else f"the chief ({chief}) did not finish its steps in time"

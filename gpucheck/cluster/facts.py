@@ -84,7 +84,8 @@ class PeerReach:
 class CollectiveRun:
     """A real collective across the cluster, from one task's side."""
 
-    #: "all-reduce" (MultiWorkerMirroredStrategy over gRPC) or "parameter-server" (the ps/worker smoke test).
+    #: "all-reduce" (MultiWorkerMirroredStrategy over gRPC), "parameter-server" (the ps/worker smoke test, the chief's
+    #: side) or "served" (a worker's or ps's side of it).
     kind: str
     replicas: int
     #: The value every element must have, and what this task got (the first elements).
@@ -102,6 +103,9 @@ class CollectiveRun:
     #: The parameter-server smoke test: the devices the variables were placed on, and the workers that ran a step.
     variable_devices: tuple[str, ...] = ()
     workers_stepped: tuple[str, ...] = ()
+    #: A worker or ps of a parameter-server cluster (kind "served"): what ended its serving, "the chief's file" (the
+    #: chief said it was done) or "the chief's port closing".
+    served_until: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,9 @@ cluster child's ``collective`` step (``gpucheck.cluster.collective``)."""
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gpucheck.cluster.collective import (
@@ -29,15 +26,6 @@ from gpucheck.cluster.collective import (
 from gpucheck.cluster.config import MWMS, PSS, tf_config_for
 from gpucheck.cluster.facts import ClusterConfigFacts, CollectiveRun
 from gpucheck.frameworks.tensorflow.imports import import_tensorflow
-
-
-@dataclass(frozen=True)
-class Serving:
-    """A worker's or ps's ``tf.distribute.Server``, and the directory it serves from (where the chief's
-    CHIEF_DONE_FILE lands)."""
-
-    server: Any
-    directory: str
 
 
 def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) -> tuple[str, Any]:
@@ -59,18 +47,15 @@ def _start_tensorflow(config: ClusterConfigFacts, role: str, deadline: float) ->
     elif role == "coordinator":
         strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     else:
-        # The chief writes CHIEF_DONE_FILE here when its steps are done (relative to this process's directory,
-        # which it cannot know): a directory of this process's own, so that no earlier run's file is read.
-        directory = tempfile.mkdtemp(prefix="gpucheck-server-")
-        os.chdir(directory)
-        server = tf.distribute.Server(
+        # The chief writes CHIEF_DONE_FILE into this process's working directory when its steps are done: the
+        # probe's own fresh folder (gpucheck.isolation), so no earlier run's file is there.
+        strategy = tf.distribute.Server(
             resolver.cluster_spec(),
             job_name=config.task_type,
             task_index=config.task_index,
             protocol=resolver.rpc_layer or "grpc",
             start=True,
         )
-        strategy = Serving(server, directory)
     return str(tf.__version__), strategy
 
 
@@ -79,12 +64,8 @@ def _role_work(role: str, strategy: Any, config: ClusterConfigFacts, deadline: f
         return all_reduce(strategy)
     if role == "coordinator":
         return parameter_server_smoke_test(strategy, config)
-    try:
-        serve_until_chief_done(config, deadline)
-    finally:
-        if isinstance(strategy, Serving):
-            shutil.rmtree(strategy.directory, ignore_errors=True)
-    return None
+    served_until = serve_until_chief_done(config, deadline)
+    return CollectiveRun("served", 0, 0.0, (), True, served_until=served_until)
 
 
 def all_reduce(strategy: Any) -> CollectiveRun:

@@ -157,6 +157,9 @@ class Framework:
     #: The file of the patterns ``gpucheck explain`` reads its logs with (``gpucheck.logs.Table``), relative to the
     #: gpucheck package (``data/log_patterns.json``, ``frameworks/torch/log_patterns.json``) or absolute; None: none.
     log_patterns: str | None = None
+    #: Its ids, beyond ``blocking.FRAMEWORK_BROKEN``, of a framework that cannot run at all (its import stopped): the
+    #: questions that need only the framework itself (its benchmarks on the CPU) are blocked by them too.
+    broken_by: tuple[str, ...] = ()
     #: The benchmarks of the performance unit's plan its ``after`` probe measures, where it measures
     #: (``gpucheck.performance.plan.measured``: kinds, or ``kind:variant``); None: every one.
     benchmarks: tuple[str, ...] | None = None

@@ -420,6 +420,34 @@ def test_a_frameworks_reason_not_to_check_answers_only_its_own_question() -> Non
     assert decide(torch_only, tf_memory) == Decision("skipped", "not checked: --gpucheck-framework=none")
 
 
+def test_a_framework_that_cannot_import_blocks_its_own_cpu_benchmarks() -> None:
+    """The review of stop 42: where ``import torch`` stops on a CUDA library found first, the finding is
+    ``cuda-library-shadowed`` (``cudnn-version-mismatch`` for cuDNN), not ``framework-missing``, and PyTorch's CPU
+    benchmarks were no longer blocked: the benchmark process ran anyway and failed a second time. A framework's
+    ``broken_by`` ids block its benchmarks on the CPU too; never another framework's, nor TensorFlow's
+    cudnn-version-mismatch (its CPU benchmarks need no cuDNN)."""
+    from gpucheck.performance.plan import Spec
+    from gpucheck.performance.plugin import benchmark_question
+
+    torch_fw, tf_fw = registry.framework_named("torch"), registry.framework_named("tensorflow")
+    assert torch_fw is not None and tf_fw is not None and tf_fw.broken_by == ()
+    cpu = Spec("matmul", "CPU:0-float32", ("/CPU:0",), "float32")
+    shadowed = replace(make("cuda-library-shadowed"), framework="torch")
+    mismatch = replace(make("cudnn-version-mismatch"), framework="tensorflow")
+    result = diagnose(shadowed)
+
+    def asked(framework: str, res: Result) -> Decision:
+        fw = registry.framework_named(framework)
+        assert fw is not None
+        q = benchmark_question(res, cpu, framework, FRAMEWORK_BROKEN + fw.broken_by)
+        return decide(res, replace(q, ids=()))
+
+    assert asked("torch", result).blocked_by == shadowed
+    assert asked("tensorflow", result).blocked_by is None  # another framework's
+    assert asked("tensorflow", diagnose(mismatch)).blocked_by is None
+    assert asked("torch", diagnose(replace(make("cudnn-version-mismatch"), framework="torch"))).blocked_by is not None
+
+
 def test_asks_declares_the_question_a_check_asks() -> None:
     def check() -> None: ...
 

@@ -205,7 +205,7 @@ def test_a_cudnn_loaded_before_the_wheels_own_is_named(
     assert "framework-missing" not in findings
     evidence = findings["cudnn-version-mismatch"]["evidence"]
     assert evidence["library"] == "libcudnn.so.9" and "version libcudnn.so.9" in evidence["import_error"], evidence
-    assert (evidence["loaded"], evidence["found_by"]) == (str(other), "mapped"), evidence
+    assert (evidence["loaded"], evidence["found_by"]) == (str(other), "LD_PRELOAD"), evidence
     assert [p.split("/site-packages/")[-1] for p in evidence["wheel_copies"]] == ["nvidia/cudnn/lib/libcudnn.so.9"]
     assert any(fnmatch.fnmatch(line, "*root cause: cudnn-version-mismatch (libraries)*") for line in out.splitlines()), out[-3000:]
     assert_one_red_line(report)

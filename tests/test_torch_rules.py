@@ -377,51 +377,89 @@ NVJITLINK_12_1 = (
 )
 
 
-def test_which_copy_the_loader_took_is_found(tmp_path: Path) -> None:
-    """``found_first``: the copy still mapped (preloaded) comes first; else the first folder of LD_LIBRARY_PATH holding
-    the soname, its link resolved (the loader searches it before a wheel library's RUNPATH); else none named."""
-    from gpucheck.frameworks.torch.child import found_first
+def _library(path: Path, *symbols: str) -> str:
+    """A file standing for a shared library whose ELF string table holds ``symbols`` (NUL-separated, as there)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF" + b"\0".join([b"", *(s.encode() for s in symbols), b""]) + b"\0" * 64)
+    return str(path)
 
-    old, older = tmp_path / "cuda-12.0" / "lib64", tmp_path / "cuda-11.8" / "lib64"
-    for folder in (old, older):
-        folder.mkdir(parents=True)
-        (folder / "libnvJitLink.so.12.0.76").write_bytes(b"")
-        (folder / "libnvJitLink.so.12").symlink_to("libnvJitLink.so.12.0.76")
+
+def test_which_copy_the_loader_took_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``found_first`` names the copy that lacks the symbol, in the loader's order: a mapped copy that is not the wheels'
+    (preloaded, or loaded before), the first on LD_LIBRARY_PATH (the folder as the variable writes it: a toolkit's
+    ``cuda -> cuda-12.0`` link is what the user must edit), then the wheels' own copy (wheels that do not go
+    together); a copy that has the symbol is passed over."""
+    from gpucheck.frameworks.torch.child import found_first, lacks_symbol
+
+    sym = "__nvJitLinkAddData_12_1"
+    old = tmp_path / "cuda-12.0" / "lib64"
+    _library(old / "libnvJitLink.so.12.0.76", "__nvJitLinkAddData_12_0")
+    (old / "libnvJitLink.so.12").symlink_to("libnvJitLink.so.12.0.76")
+    (tmp_path / "cuda").symlink_to("cuda-12.0")
+    good = _library(tmp_path / "cuda-12.4" / "lib64" / "libnvJitLink.so.12", "__nvJitLinkAddData_12_0", sym)
+    wheel = _library(tmp_path / "site" / "nvidia" / "nvjitlink" / "lib" / "libnvJitLink.so.12", "__nvJitLinkAddData_12_0")
+    assert lacks_symbol(wheel, sym) is True and lacks_symbol(good, sym) is False
+    assert lacks_symbol(str(tmp_path / "absent.so"), sym) is None
     empty = tmp_path / "empty"
     empty.mkdir()
-    env = {"LD_LIBRARY_PATH": f"::{empty}:{old}:{older}"}
-    first = found_first(NVJITLINK_12_1, (), env)
-    assert first is not None
-    assert (first.soname, first.symbol) == ("libnvJitLink.so.12", "__nvJitLinkAddData_12_1")
-    assert (first.loaded, first.how) == (str(old / "libnvJitLink.so.12.0.76"), "LD_LIBRARY_PATH")
-    mapped = ("/venv/torch/lib/libtorch_cuda.so", "/opt/conda/lib/libnvJitLink.so.12.0.140")
-    assert found_first(NVJITLINK_12_1, mapped, env) == dataclasses.replace(first, loaded=mapped[1], how="mapped")
-    nowhere = found_first(NVJITLINK_12_1, (), {})
-    assert nowhere is not None and (nowhere.loaded, nowhere.how) == (None, None)
+    monkeypatch.chdir(empty)  # the empty entries of LD_LIBRARY_PATH are this folder
+    linked = str(tmp_path / "cuda" / "lib64")
+    env = {"LD_LIBRARY_PATH": f"::{empty}:{linked}:{good.rsplit('/', 1)[0]}"}
+    first = found_first(NVJITLINK_12_1, (), env, (wheel,))
+    assert first is not None and (first.soname, first.symbol) == ("libnvJitLink.so.12", sym)
+    assert (first.loaded, first.how, first.folder) == (str(old / "libnvJitLink.so.12.0.76"), "LD_LIBRARY_PATH", linked)
+    assert first.said == f"undefined symbol: {sym}, version libnvJitLink.so.12" and first.wheel_copies == (wheel,)
+    # A copy already mapped comes first: preloaded, or loaded by something else (and on LD_LIBRARY_PATH: that folder).
+    conda = _library(tmp_path / "conda" / "lib" / "libnvJitLink.so.12.0.140")
+    mapped = ("/venv/torch/lib/libtorch_cuda.so", conda)
+    assert found_first(NVJITLINK_12_1, mapped, {}, (wheel,)).how == "loaded"  # type: ignore[union-attr]
+    preloaded = found_first(NVJITLINK_12_1, mapped, {"LD_PRELOAD": f"/lib/libx.so {conda}"}, (wheel,))
+    assert preloaded is not None and (preloaded.loaded, preloaded.how) == (conda, "LD_PRELOAD")
+    # A mapped copy that has the symbol is not the one; the first on LD_LIBRARY_PATH then is.
+    assert found_first(NVJITLINK_12_1, (good,), env, (wheel,)).folder == linked  # type: ignore[union-attr]
+    # Only the wheels' own copy, and it lacks the symbol: the wheels do not go together.
+    mismatched = found_first(NVJITLINK_12_1, (wheel,), {}, (wheel,))
+    assert mismatched is not None and (mismatched.loaded, mismatched.how) == (wheel, "wheel")
+    # No copy seen to lack it: none named.
+    assert found_first(NVJITLINK_12_1, (good,), {}, ()).loaded is None  # type: ignore[union-attr]
     # Another import failure is not the loader's word on a missing symbol.
-    assert found_first("ModuleNotFoundError: No module named 'torch'", mapped, env) is None
-    assert found_first("ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", (), env) is None
+    assert found_first("ModuleNotFoundError: No module named 'torch'", mapped, env, ()) is None
+    assert found_first("ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", (), env, ()) is None
 
 
 def test_a_cuda_library_found_first_is_named_not_framework_missing() -> None:
     """``import torch`` failing on a symbol of a CUDA library is ``cuda-library-shadowed`` (the libraries layer),
-    naming the file the loader took and the wheel's own copy, not ``framework-missing``'s `pip install torch`."""
+    naming the copy that lacks it, how it came in (the remedy for each) and the wheel's own copy, not
+    ``framework-missing``'s `pip install torch`; a cuDNN library is ``cudnn-version-mismatch``, as explain names the
+    same words."""
     from gpucheck.frameworks.torch.facts import FoundFirst
 
     wheel = "/venv/lib/python3.10/site-packages/nvidia/nvjitlink/lib/libnvJitLink.so.12"
+    said = "undefined symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12"
     first = FoundFirst("libnvJitLink.so.12", "__nvJitLinkAddData_12_1", "/usr/local/cuda-12.0/lib64/libnvJitLink.so.12.0.76",
-                       "LD_LIBRARY_PATH", (wheel,))
+                       "LD_LIBRARY_PATH", (wheel,), "/usr/local/cuda/lib64", said)
     torch = TorchFacts(False, NVJITLINK_12_1, found_first=first)
-    [found] = framework_rules(machine(torch), TORCH)
-    assert (found.id, found.layer, found.severity.value) == ("cuda-library-shadowed", "libraries", "blocker")
-    assert found.summary == "Another libnvJitLink.so.12 than PyTorch's own is loaded first: it lacks __nvJitLinkAddData_12_1."
-    assert found.remedy.startswith("Remove /usr/local/cuda-12.0/lib64 from LD_LIBRARY_PATH") and wheel in found.remedy
-    assert found.evidence["loaded"] == first.loaded and found.evidence["wheel_copies"] == [wheel]
-    # A cuDNN is cudnn-version-mismatch, as explain names the same words.
-    preloaded = FoundFirst("libcudnn.so.9", "cudnnPoolingForward", "/opt/cudnn/libcudnn.so.9.0.0", "mapped", ())
-    [found] = framework_rules(machine(dataclasses.replace(torch, found_first=preloaded)), TORCH)
-    assert (found.id, found.layer) == ("cudnn-version-mismatch", "libraries")
-    assert found.remedy.startswith("Take /opt/cudnn/libcudnn.so.9.0.0 out of LD_PRELOAD")
-    unknown = dataclasses.replace(first, loaded=None, how=None)
-    [found] = framework_rules(machine(dataclasses.replace(torch, found_first=unknown)), TORCH)
-    assert "ldconfig -p | grep libnvJitLink.so.12" in found.remedy
+
+    def found(ff: FoundFirst) -> Finding:
+        [f] = framework_rules(machine(dataclasses.replace(torch, found_first=ff)), TORCH)
+        return f
+
+    on_path = found(first)
+    assert (on_path.id, on_path.layer, on_path.severity.value) == ("cuda-library-shadowed", "libraries", "blocker")
+    assert on_path.summary == "Another libnvJitLink.so.12 than PyTorch's own is loaded first: it lacks __nvJitLinkAddData_12_1."
+    assert on_path.remedy.startswith("Remove /usr/local/cuda/lib64 from LD_LIBRARY_PATH") and wheel in on_path.remedy
+    assert on_path.cause.startswith(f"`import torch` failed: {said}. ") and "found in /usr/local/cuda/lib64" in on_path.cause
+    assert on_path.evidence["loaded"] == first.loaded and on_path.evidence["wheel_copies"] == [wheel]
+    cudnn = FoundFirst("libcudnn.so.9", "cudnnPoolingForward", "/opt/cudnn/libcudnn.so.9.0.0", "LD_PRELOAD", (), None, said)
+    preloaded = found(cudnn)
+    assert (preloaded.id, preloaded.layer) == ("cudnn-version-mismatch", "libraries")
+    assert preloaded.remedy.startswith("Take /opt/cudnn/libcudnn.so.9.0.0 out of LD_PRELOAD")
+    # Without nvidia-* wheels (conda, a container's CUDA), no wheel is named.
+    assert "nvidia-* wheels" not in preloaded.remedy and "the copy torch's libraries were built with" in preloaded.remedy
+    assert found(dataclasses.replace(first, how="loaded")).remedy.startswith("Find what loads /usr/local/cuda-12.0")
+    mismatched = found(dataclasses.replace(first, loaded=wheel, how="wheel", folder=None))
+    assert mismatched.summary == "PyTorch's own libnvJitLink.so.12 lacks __nvJitLinkAddData_12_1: its nvidia-* wheels do not go together."
+    assert "pip check" in mismatched.remedy
+    assert "ldconfig -p | grep libnvJitLink.so.12" in found(dataclasses.replace(first, loaded=None, how=None)).remedy
+    empty_entry = found(dataclasses.replace(first, folder=""))
+    assert empty_entry.remedy.startswith("Remove the empty entry (the working directory) from LD_LIBRARY_PATH")

@@ -27,18 +27,22 @@ if TYPE_CHECKING:
 TESTED_PYTEST_BENCHMARK = ("4", "5")
 
 
-def benchmark_question(result: Result, spec: benchplan.Spec) -> Question:
-    """What a benchmark asks. On the CPU only the measuring framework itself must work: a machine without a GPU still
-    gets its CPU figures (the fallback benchmark asks for a GPU that does not exist and runs on the CPU). On a
-    GPU: what the performance layer needs (of placement only what keeps ops off the GPU), about that GPU."""
+def benchmark_question(
+    result: Result, spec: benchplan.Spec, framework: str | None = None, broken: tuple[str, ...] = FRAMEWORK_BROKEN
+) -> Question:
+    """What a benchmark asks, for the measuring ``framework``. On the CPU only that framework itself must work (none
+    of ``broken``: :data:`FRAMEWORK_BROKEN` and its own ``Framework.broken_by``): a machine without a GPU still gets its
+    CPU figures (the fallback benchmark asks for a GPU that does not exist and runs on the CPU). On a GPU: what the
+    performance layer needs (of placement only what keeps ops off the GPU), about that GPU."""
     ids = ("gpu-underperforming", "benchmark-failed") + (("scaling-inefficient",) if spec.kind == "scaling" else ())
     on_gpu = spec.kind != "matpow_fallback" and any("GPU" in d for d in spec.devices)
     if not on_gpu:
-        return Question("performance", ids, FRAMEWORK_BROKEN, instead=(), benchmark=spec.name)
+        return Question("performance", ids, broken, instead=(), benchmark=spec.name, framework=framework)
     index = rules.gpu_index_of(spec.devices, spec.physical)
     subject = rules.subject_of(result.facts, index) if index is not None and result.facts is not None else None
     return Question(
-        "performance", ids, by_name()["performance"].blocked_by_ids, subject=subject, benchmark=spec.name
+        "performance", ids, by_name()["performance"].blocked_by_ids, subject=subject, benchmark=spec.name,
+        framework=framework,
     )
 
 
@@ -148,9 +152,15 @@ class BenchmarkPlugin:
         times (docs/benchmarks.md)."""
         return benchplan.max_time_option(self.session.config.getoption("benchmark_max_time", None))
 
-    @staticmethod
-    def _blocker(result: Result, spec: benchplan.Spec) -> Any:
-        return decide(result, replace(benchmark_question(result, spec), ids=())).blocked_by
+    def _question(self, result: Result, spec: benchplan.Spec) -> Question:
+        """The benchmark's question for the measuring framework: its own ids of a framework that cannot run block the
+        benchmarks on the CPU too (PyTorch's import stopped by a CUDA library found first)."""
+        framework = self.measuring()
+        named = registry.framework_named(framework or "")
+        return benchmark_question(result, spec, framework, FRAMEWORK_BROKEN + (named.broken_by if named else ()))
+
+    def _blocker(self, result: Result, spec: benchplan.Spec) -> Any:
+        return decide(result, replace(self._question(result, spec), ids=())).blocked_by
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The benchmarks left after selection (-k, -m, deselect): only those are measured."""
@@ -172,7 +182,7 @@ class BenchmarkPlugin:
         if spec is None:
             return
         result = self.session.result()
-        question = benchmark_question(result, spec)
+        question = self._question(result, spec)
         if self._blocker(result, spec) is not None:
             skip_at_setup(self.session.decide(item, replace(question, ids=())))
         result = self.measured()

@@ -15,7 +15,7 @@ import os
 import re
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,32 +66,63 @@ def loaded_libraries(maps: str = "/proc/self/maps") -> tuple[str, ...]:
     return tuple(found)
 
 
-def found_first(error: str, libraries: tuple[str, ...], environ: dict[str, str] | None = None) -> FoundFirst | None:
-    """Where ``error`` is the loader's "undefined symbol: S, version libX.so.N": the copy of libX.so.N the loader took
-    (one this process still has mapped that is not the wheels' own, else the first on ``LD_LIBRARY_PATH``), and those
-    torch's ``nvidia-*`` wheels bring. A library that failed to load is unmapped again, so a copy found through
-    ``LD_LIBRARY_PATH`` is named by the same search the loader made: that variable's folders come before a wheel
-    library's RUNPATH. (torch may have mapped its wheel's copy too, retrying with its CUDA libraries preloaded.)"""
+def found_first(
+    error: str, libraries: tuple[str, ...], environ: Mapping[str, str] | None = None,
+    wheels: tuple[str, ...] | None = None,
+) -> FoundFirst | None:
+    """Where ``error`` is the loader's "undefined symbol: S, version libX.so.N": which copy of libX.so.N lacks S, among
+    those the loader could have taken, in its order: a copy this process still has mapped that is not the wheels' own
+    (preloaded, or loaded by something before torch's libraries), the first on ``LD_LIBRARY_PATH`` (whose folders come
+    before a wheel library's RUNPATH; a library whose load failed is unmapped again, so that search is repeated here),
+    then the wheels' own copy where it is mapped (the ``nvidia-*`` wheels of versions that do not go together). A copy
+    is taken to lack S where S is not among its first bytes (:func:`lacks_symbol`); where none is seen to lack it, the
+    first that could not be read, else none is named. ``wheels``: the wheels' copies (found beside torch by default)."""
     m = UNDEFINED_SYMBOL.search(error)
     if m is None:
         return None
     soname, symbol = m["soname"], m["symbol"]
     env = os.environ if environ is None else environ
-    wheels = _wheel_copies(soname)
+    wheels = _wheel_copies(soname) if wheels is None else wheels
     own = {os.path.realpath(p) for p in wheels}
-    loaded, how = None, None
-    for path in libraries:
+    preloaded = {os.path.realpath(p) for p in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p}
+    # The folders as written (an empty entry is the working directory, as the loader reads it), with what each holds.
+    search = [(folder, os.path.join(folder or ".", soname)) for folder in env.get("LD_LIBRARY_PATH", "").split(":")]
+    on_path = [(folder, os.path.realpath(c)) for folder, c in search if os.path.exists(c)]
+
+    def named(path: str) -> bool:
         name = os.path.basename(path)
-        if (name == soname or name.startswith(soname + ".")) and os.path.realpath(path) not in own:
-            loaded, how = path, "mapped"
-            break
-    if loaded is None:
-        for folder in env.get("LD_LIBRARY_PATH", "").split(":"):
-            candidate = os.path.join(folder, soname)
-            if folder and os.path.exists(candidate) and os.path.realpath(candidate) not in own:
-                loaded, how = os.path.realpath(candidate), "LD_LIBRARY_PATH"
-                break
-    return FoundFirst(soname, symbol, loaded, how, wheels)
+        return name == soname or name.startswith(soname + ".")
+
+    candidates: list[tuple[str, str, str | None]] = []
+    for path in (p for p in libraries if named(p) and os.path.realpath(p) not in own):
+        real = os.path.realpath(path)
+        folder = next((f for f, r in on_path if r == real), None)
+        how = "LD_PRELOAD" if real in preloaded else "LD_LIBRARY_PATH" if folder is not None else "loaded"
+        candidates.append((path, how, folder))
+    candidates += [(real, "LD_LIBRARY_PATH", folder) for folder, real in on_path[:1] if real not in own]
+    candidates += [(p, "wheel", None) for p in libraries if named(p) and os.path.realpath(p) in own]
+    verdicts = [(c, lacks_symbol(c[0], symbol)) for c in candidates]
+    chosen = next((c for c, lacks in verdicts if lacks), None) or next((c for c, lacks in verdicts if lacks is None), None)
+    if chosen is None:
+        return FoundFirst(soname, symbol, None, None, wheels, None, m.group(0))
+    loaded, how, folder = chosen
+    return FoundFirst(soname, symbol, loaded, how, wheels, folder, m.group(0))
+
+
+#: How much of a library :func:`lacks_symbol` reads: the dynamic symbol names sit near the start of an ELF file.
+SYMBOL_SCAN_BYTES = 256 << 20
+
+
+def lacks_symbol(path: str, symbol: str) -> bool | None:
+    """Whether the library at ``path`` lacks the dynamic symbol ``symbol``: its name, NUL-terminated on both sides as in
+    the ELF string table, is not among the file's first :data:`SYMBOL_SCAN_BYTES`; None where the file cannot be read."""
+    needle = b"\0" + symbol.encode("utf-8", "surrogateescape") + b"\0"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(SYMBOL_SCAN_BYTES)
+    except OSError:
+        return None
+    return needle not in data
 
 
 def _wheel_copies(soname: str) -> tuple[str, ...]:

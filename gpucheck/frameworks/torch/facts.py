@@ -60,21 +60,24 @@ class SharedMemory:
 
 @dataclass(frozen=True)
 class FoundFirst:
-    """A library ``import torch`` needed a symbol of, and which file of that name the loader took: where
-    ``import torch`` failed with "undefined symbol: S, version libX.so.N", another copy of libX.so.N than the one of
-    torch's own ``nvidia-*`` wheels was found first (a system CUDA on ``LD_LIBRARY_PATH``, a library preloaded)."""
+    """A library ``import torch`` needed a symbol of, and which copy of it lacks the symbol: where ``import torch``
+    failed with "undefined symbol: S, version libX.so.N", another copy of libX.so.N than the one torch's libraries were
+    built with was found first (preloaded, on ``LD_LIBRARY_PATH``), or the ``nvidia-*`` wheels do not go together."""
 
     #: The library's soname ("libnvJitLink.so.13") and the symbol missing from the copy found first.
     soname: str
     symbol: str
-    #: The file the loader took: the mapped copy (``/proc/self/maps``: one preloaded, or loaded before), else the first
-    #: folder of ``LD_LIBRARY_PATH`` that holds the soname (the loader searches it before a wheel library's RUNPATH);
-    #: the link resolved. None where neither names one.
+    #: The copy that lacks the symbol (``child.found_first`` says how it is found); None where none is seen to.
     loaded: str | None
-    #: How ``loaded`` was found: "mapped" or "LD_LIBRARY_PATH".
+    #: How that copy came in: "LD_PRELOAD", "LD_LIBRARY_PATH", "loaded" (already in the process before torch's libraries,
+    #: by something else), "wheel" (the wheels' own copy); None with ``loaded``.
     how: str | None
     #: The copies the installed ``nvidia-*`` wheels bring (``<site-packages>/nvidia/*/lib/<soname>``).
     wheel_copies: tuple[str, ...] = ()
+    #: The folder of ``LD_LIBRARY_PATH`` it was found in, as the variable writes it ("" is the working directory).
+    folder: str | None = None
+    #: The loader's words ("undefined symbol: S, version libX.so.N").
+    said: str = ""
 
 
 @dataclass(frozen=True)

@@ -66,4 +66,6 @@ UNITS: tuple[Unit, ...] = (
 FRAMEWORK = Framework(
     view.NAME, view.TITLE, "torch", UNITS, view.view, process.bound_memory,
     log_patterns="frameworks/torch/log_patterns.json", benchmarks=BENCHMARKS,
+    # `import torch` stopped by a CUDA library found first (rules.framework): torch cannot run, on the CPU either.
+    broken_by=("cuda-library-shadowed", "cudnn-version-mismatch"),
 )

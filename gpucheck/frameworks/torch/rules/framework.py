@@ -5,8 +5,6 @@ names it)."""
 
 from __future__ import annotations
 
-import os
-
 from gpucheck.facts import ChildExit, Facts
 from gpucheck.frameworks.torch.facts import FoundFirst, TorchFacts, torch_facts
 from gpucheck.frameworks.torch.rules.common import (
@@ -84,35 +82,49 @@ def _framework_missing(tf: TorchFacts) -> Finding:
 def _library_found_first(tf: TorchFacts, first: FoundFirst) -> Finding:
     """``cuda-library-shadowed`` (``cudnn-version-mismatch`` for a cuDNN library, the id explain gives the same words):
     ``import torch`` failed because the copy of a CUDA library the loader took lacks a symbol torch's own libraries
-    need ("undefined symbol: S, version libX.so.N"); the file it took is named."""
+    need ("undefined symbol: S, version libX.so.N"); the copy that lacks it, and how it came in, are named."""
     wheels = ", ".join(first.wheel_copies)
-    if first.how == "LD_LIBRARY_PATH" and first.loaded:
-        where = f"{first.loaded}, found through LD_LIBRARY_PATH (searched before the wheels' own folders)"
+    # Where no nvidia-* wheel brings the library (conda, a container's CUDA, a build from source), torch's own copy is
+    # the one its libraries were built with, wherever that is.
+    own = f"the copy of torch's nvidia-* wheels ({wheels})" if wheels else "the copy torch's libraries were built with"
+    loaded = first.loaded or ""
+    summary = f"Another {first.soname} than PyTorch's own is loaded first: it lacks {first.symbol}."
+    if first.how == "LD_PRELOAD":
+        where = f"{loaded}, preloaded (LD_PRELOAD) before torch's libraries"
+        remedy = f"Take {loaded} out of LD_PRELOAD in the environment the program starts with, so that {own} is loaded."
+    elif first.how == "LD_LIBRARY_PATH":
+        folder = first.folder if first.folder else "the empty entry (the working directory)"
+        where = f"{loaded}, found in {folder} on LD_LIBRARY_PATH (searched before the wheels' own folders)"
         remedy = (
-            f"Remove {os.path.dirname(first.loaded)} from LD_LIBRARY_PATH in the environment the program starts with "
-            f"(`echo $LD_LIBRARY_PATH`), so that {first.soname} of the nvidia-* wheels is found"
-            + (f" ({wheels})" if wheels else "")
-            + "; or install the CUDA of the wheels' version there."
+            f"Remove {folder} from LD_LIBRARY_PATH in the environment the program starts with (`echo $LD_LIBRARY_PATH`), "
+            f"so that {own} is found; or install there the CUDA of torch's version."
         )
-    elif first.loaded:
-        where = f"{first.loaded}, already loaded before torch's libraries (LD_PRELOAD, or a library imported earlier)"
+    elif first.how == "loaded":
+        where = f"{loaded}, already in the process before torch's libraries (loaded by an earlier import, or another library)"
         remedy = (
-            f"Take {first.loaded} out of LD_PRELOAD, or import torch before whatever loads it, so that the copy of the "
-            "nvidia-* wheels is loaded" + (f" ({wheels})" if wheels else "") + "."
+            f"Find what loads {loaded} first (`LD_DEBUG=libs python -c \"import torch\"` names each library and who "
+            f"needed it) and import torch before it, or remove that install from the loader's path, so that {own} is loaded."
+        )
+    elif first.how == "wheel":
+        summary = f"PyTorch's own {first.soname} lacks {first.symbol}: its nvidia-* wheels do not go together."
+        where = f"{loaded}, torch's own nvidia-* wheel's, which is older than the wheels that need it"
+        remedy = (
+            "Install the nvidia-* wheels at the versions this torch asks for: `pip check` names the mismatch; "
+            "`pip install --force-reinstall torch==<its version>` (with its index URL) puts them back together."
         )
     else:
-        where = "a copy found first that is neither on LD_LIBRARY_PATH nor still loaded (/etc/ld.so.conf.d, ldconfig)"
+        where = "a copy neither preloaded, nor on LD_LIBRARY_PATH, nor still loaded (/etc/ld.so.conf.d, ldconfig's cache)"
         remedy = (
             f"Find which {first.soname} the loader takes (`ldconfig -p | grep {first.soname}`) and remove that older "
-            "install from the loader's path, so that the nvidia-* wheels' own is found."
+            f"install from the loader's path, so that {own} is found."
         )
     return finding(
         "cudnn-version-mismatch" if first.soname.startswith("libcudnn") else "cuda-library-shadowed",
         Severity.BLOCKER,
-        summary=f"Another {first.soname} than PyTorch's own is loaded first: it lacks {first.symbol}.",
+        summary=summary,
         cause=(
-            f"`import torch` failed: {(tf.import_error or '').splitlines()[-1]}. The loader took {where}"
-            + (f", not the copy of torch's nvidia-* wheels ({wheels})." if wheels else ".")
+            f"`import torch` failed: {first.said or tf.import_error}. The copy that lacks {first.symbol} is {where}"
+            + (f"; not {own}." if first.how != "wheel" else ".")
         ),
         remedy=remedy,
         evidence={
@@ -121,6 +133,7 @@ def _library_found_first(tf: TorchFacts, first: FoundFirst) -> Finding:
             "symbol": first.symbol,
             "loaded": first.loaded,
             "found_by": first.how,
+            "folder": first.folder,
             "wheel_copies": list(first.wheel_copies),
         },
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import importlib
 import importlib.util
+import mmap
 import os
 import re
 import traceback
@@ -119,10 +120,13 @@ def lacks_symbol(path: str, symbol: str) -> bool | None:
     needle = b"\0" + symbol.encode("utf-8", "surrogateescape") + b"\0"
     try:
         with open(path, "rb") as f:
-            data = f.read(SYMBOL_SCAN_BYTES)
-    except OSError:
+            if os.fstat(f.fileno()).st_size == 0:
+                return True
+            # Mapped, not read: a CUDA library is hundreds of MiB, and the pages are only touched up to the name.
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(needle, 0, SYMBOL_SCAN_BYTES) < 0
+    except (OSError, ValueError):
         return None
-    return needle not in data
 
 
 def _wheel_copies(soname: str) -> tuple[str, ...]:

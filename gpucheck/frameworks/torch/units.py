@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from gpucheck.frameworks.torch import memory, process, view
 from gpucheck.frameworks.torch.facts import FIELD, SHM_FIELD, SharedMemory, TorchFacts
+from gpucheck.frameworks.torch.rules import common as rules_common
 from gpucheck.frameworks.torch.rules import compat as rules_compat
 from gpucheck.frameworks.torch.rules import framework as rules_framework
 from gpucheck.frameworks.torch.rules import resources as rules_resources
@@ -65,7 +66,7 @@ UNITS: tuple[Unit, ...] = (
 #: The unit as the registry lists it (``gpucheck.frameworks.BUILT_IN``).
 FRAMEWORK = Framework(
     view.NAME, view.TITLE, "torch", UNITS, view.view, process.bound_memory,
-    log_patterns="frameworks/torch/log_patterns.json", benchmarks=BENCHMARKS,
+    log_patterns=rules_common.LOG_PATTERNS, benchmarks=BENCHMARKS,
     # `import torch` stopped by a CUDA library found first (rules.framework): torch cannot run, on the CPU either.
     broken_by=("cuda-library-shadowed", "cudnn-version-mismatch"),
 )

@@ -86,3 +86,30 @@ def test_missing_dependency_is_read_from_the_loaders_message() -> None:
     absent = CudaLibrary("cudart", "libcudart.so.12", None, None, True, None, None, False,
                          "libcudart.so.12: cannot open shared object file: No such file or directory", None, None)
     assert missing_dependency(absent) is None
+
+
+#: TensorFlow 2.21's TryDlopenCUDALibraries list for its CUDA 12 build with cuDNN 9 (``required`` in
+#: gpucheck/data/cuda_libraries.json), in that file's order.
+REGISTERS_NO_GPU_WITHOUT = ("libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcufft.so.11",
+                            "libcusolver.so.11", "libcusparse.so.12", "libcudnn.so.9")
+
+
+def test_the_libraries_tensorflow_registers_no_gpu_without(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a memory-setting child asks before it imports TensorFlow: none of the libraries is installed here (no
+    nvidia-* wheels, none in the ldconfig cache), so all are named; a file on LD_LIBRARY_PATH takes its library off
+    the list, whatever its contents (whether it loads is the import's to tell); with libraries preloaded nothing is
+    judged, since dlopen takes a preloaded library by its soname wherever its file lies."""
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    assert probe.registers_no_gpu_without() == REGISTERS_NO_GPU_WITHOUT
+    for name in ("libcudart.so.12", "libcudnn.so.9"):
+        (tmp_path / name).write_bytes(b"")
+    assert probe.registers_no_gpu_without() == tuple(
+        n for n in REGISTERS_NO_GPU_WITHOUT if n not in {"libcudart.so.12", "libcudnn.so.9"})
+    for name in REGISTERS_NO_GPU_WITHOUT:
+        (tmp_path / name).write_bytes(b"")
+    assert probe.registers_no_gpu_without() == ()
+    for name in REGISTERS_NO_GPU_WITHOUT:
+        (tmp_path / name).unlink()
+    monkeypatch.setenv("LD_PRELOAD", str(tmp_path / "elsewhere" / "libcudart.so.12"))
+    assert probe.registers_no_gpu_without() == ()

@@ -197,9 +197,13 @@ def test_fake_gpu_machine_without_cuda_runtime(
     growth = run.finding("memory-growth-advised")
     assert growth["severity"] == "info"
     assert growth["evidence"]["gpus"][0]["processes"][0]["pid"] == 4242
-    # Memory growth was tried beside the main TensorFlow process (the host shows a GPU) and not judged:
-    # TensorFlow registers no GPU to configure.
-    assert run.report["facts"]["memory_growth"]["facts"]["not_checked"] == "TensorFlow registers no GPU"
+    # Memory growth was asked beside the main TensorFlow process (the host shows a GPU) and not judged: TensorFlow
+    # registers no GPU to configure, which its child tells from the libraries the loader finds, before paying for an
+    # import that would say the same (the main process's own import, above, registered none).
+    growth_facts = run.report["facts"]["memory_growth"]
+    assert growth_facts["facts"]["not_checked"].startswith(
+        "TensorFlow registers no GPU: the loader finds no libcudart.so.12, libcublas.so.12,"), growth_facts["facts"]
+    assert not any("tensorflow" in line.lower() for line in growth_facts["exit"]["stderr_tail"]), growth_facts["exit"]
     assert "memory-config-failed" not in run.finding_ids
 
 
@@ -260,7 +264,9 @@ def test_memory_setting_process_that_aborts_is_a_fact(fake_machine: Callable[[di
     from gpucheck.settings import Settings
     from tests.test_placement_rules import base_facts
 
-    fake_machine({**A100_VM, "cuda": {"init": "abort", "driver_version": 12040}})
+    # With every CUDA library, so that TensorFlow gets as far as the driver (without them each child tells from the
+    # loader's search that TensorFlow registers no GPU, and never imports it).
+    fake_machine({**A100_VM_WITH_LIBRARIES, "cuda": {"init": "abort", "driver_version": 12040}})
     outcomes = {}
     for probe in (MEMORY_GROWTH_PROBE, MALLOC_ASYNC_PROBE):
         exit_, data = ChildRunner().run(probe.target, 120, dict(probe.env))

@@ -374,6 +374,32 @@ def probe_library(entry: dict[str, Any], requirements: dict[str, str], order: li
     )
 
 
+def registers_no_gpu_without() -> tuple[str, ...]:
+    """The CUDA libraries TensorFlow registers no GPU without (``required`` in data/cuda_libraries.json: its
+    TryDlopenCUDALibraries list) that the loader's search for TensorFlow finds no file of, by soname: where one is
+    missing, ``import tensorflow`` would say "Cannot dlopen some GPU libraries" and list no GPU. A child that only
+    configures TensorFlow's GPUs asks this before paying for the import. Empty where it cannot be told without
+    TensorFlow: not found or not a CUDA build (the import says why), or libraries preloaded (``LD_PRELOAD``,
+    ``/etc/ld.so.preload``), which ``dlopen`` takes by soname wherever their files lie."""
+    if os.environ.get("LD_PRELOAD", "").strip() or os.path.exists("/etc/ld.so.preload"):
+        return ()
+    location, _problem = locate_framework()
+    info_path = location / "python" / "platform" / "build_info.py" if location is not None else None
+    if info_path is None or not info_path.is_file():
+        return ()
+    try:
+        build_info = read_build_info(info_path)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    cuda_version = str(build_info.get("cuda_version") or "")
+    if not build_info.get("is_cuda_build") or not cuda_version:
+        return ()
+    order = search_order(location)
+    cache = ldconfig_cache()
+    entries = knowledge.libraries_for(cuda_version, str(build_info.get("cudnn_version") or "") or None)
+    return tuple(e["soname"] for e in entries if e.get("required") and resolve(e["soname"], order, cache)[0] is None)
+
+
 # --- XLA's toolchain --------------------------------------------------------------------------
 
 _DATA_DIR = re.compile(r"--xla_gpu_cuda_data_dir=(\S+)")

@@ -26,6 +26,7 @@ from gpucheck.frameworks.tensorflow.common import (
 )
 from gpucheck.frameworks.tensorflow.facts import GpuMemory, GpuMemoryFacts, MemoryConfigFacts
 from gpucheck.frameworks.tensorflow.imports import import_tensorflow
+from gpucheck.frameworks.tensorflow.libraries import registers_no_gpu_without
 from gpucheck.frameworks.tensorflow.setup import Nvml, TfContext, memory_limit_for
 from gpucheck.pci import pci_key
 from gpucheck.probes.nvml import memory_snapshot
@@ -152,6 +153,12 @@ def _tf_process(
 ) -> tuple[Any, list[GpuMemory], list[str], MemoryConfigFacts | None, str | None]:
     """Import TensorFlow, configure, create the devices, allocate on each GPU. Nothing is captured but
     device creation: where TensorFlow aborts, its last lines reach the parent through the pipe."""
+    stage("find the CUDA libraries")
+    missing = registers_no_gpu_without()
+    if missing:
+        # TensorFlow would list no GPU: its import (most of this process's cost) would tell nothing more.
+        why = f"TensorFlow registers no GPU: the loader finds no {', '.join(missing)} for it"
+        return None, [], [], MemoryConfigFacts(name, setting, None, None, (), (), not_checked=why), None
     stage("import tensorflow")
     try:
         tf: Any = import_tensorflow()

@@ -80,11 +80,13 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.torch.facts": 0,
     "gpucheck.frameworks.torch.view": 2,
     "gpucheck.frameworks.torch.child": 2,
+    "gpucheck.frameworks.torch.placement": 2,
     "gpucheck.frameworks.torch.process": 2,
     "gpucheck.frameworks.torch.rules": 2,
     "gpucheck.frameworks.torch.benchmarks": 3,
     "gpucheck.frameworks.torch.checks_torch": 8,
     "gpucheck.frameworks.torch.checks_torch_resources": 8,
+    "gpucheck.frameworks.torch.checks_torch_placement": 8,
     "gpucheck.frameworks.torch.memory": 2,
     # 4: the registry of units
     "gpucheck.registry": 4,

@@ -296,7 +296,7 @@ if os.environ.get("SAMPLE_PROCESS_LOG"):
     with open(os.environ["SAMPLE_PROCESS_LOG"], "a") as log:
         log.write(json.dumps(sys.argv) + "\\n")
 """
-TORCH_PROBE = "gpucheck.frameworks.torch.child:probe_torch"
+TORCH_PROBE = "gpucheck.frameworks.torch.child:torch_then_steps"
 
 
 def test_the_pytorch_sample_skips_then_fails_under_require_with_xdist(

@@ -561,6 +561,9 @@ out["libraries"], out["all_shared_objects"] = loaded(sys.argv[1])
 print(json.dumps(out, indent=1))
 """
 
+#: PyTorch's import and device listing, as a user asks it: what gpucheck's time to verdict is measured against.
+TORCH_LISTING = "import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.device_count())"
+
 TORCH_LIBS = MAPS + """
 import json, sys, time
 out = {"framework": "torch"}
@@ -868,6 +871,33 @@ def acceptance(run: Run, args: argparse.Namespace) -> None:
     d("sample-record.json", "what each marked test that ran saw ($SAMPLE_RECORD: fixtures, CUDA_VISIBLE_DEVICES, the driver's devices), by test and worker")
     answers["sample"] = {"wall_s": s4.wall_s, "records": sorted(records), **answer(lambda: report_answer(out / "sample.json", s4.rc)),
                          **answer(lambda: junit_answer(out / "sample-junit.xml"))}
+
+    # The PyTorch sample project's gpu-marked tests under two workers (torch_device, the marker's framework), and
+    # PyTorch's own import and device listing alone: the time pytest --gpucheck's verdict is measured against.
+    if have.get("torch", False):
+        tsample = run.scratch / "torchproject"
+        shutil.copytree(REPO / "tests" / "torchproject", tsample, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+        shutil.copy(REPO / "tests" / "sampleproject" / "tests" / "record.py", tsample / "tests" / "record.py")
+        trecord = run.scratch / "torch-sample-record"
+        trecord.mkdir()
+        s5 = run.step("torch-sample", [*pytest, *workers, "-m", "gpu", "--gpucheck-worker-memory=4GiB",
+                                       f"--gpucheck-json={out / 'torch-sample.json'}", f"--junitxml={out / 'torch-sample-junit.xml'}"],
+                      180, cwd=tsample, env={**env, "SAMPLE_RECORD": str(trecord)},
+                      describe="tests/torchproject: pytest -n 2 -m gpu, the terminal output")
+        trecords = {p.stem: read_json(p) for p in sorted(trecord.glob("*.json"))}
+        (out / "torch-sample-record.json").write_text(json.dumps(trecords, indent=1) + "\n")
+        d("torch-sample.json", "the PyTorch sample project's run: gpucheck's JSON report")
+        d("torch-sample-junit.xml", "the PyTorch sample project's run: JUnit XML")
+        d("torch-sample-record.json", "what each marked PyTorch test that ran saw ($SAMPLE_RECORD), by test and worker")
+        answers["torch_sample"] = {"wall_s": s5.wall_s, "records": sorted(trecords),
+                                   **answer(lambda: report_answer(out / "torch-sample.json", s5.rc)),
+                                   **answer(lambda: junit_answer(out / "torch-sample-junit.xml"))}
+        walls = [run.step(f"torch-listing-{i}", [exe, "-c", TORCH_LISTING], 90, cwd=work, env=env,
+                          describe="python -c 'import torch; torch.cuda.device_count()': the baseline of the time to verdict").wall_s
+                 for i in (1, 2)]
+        answers["torch_listing"] = {"wall_s": walls, "pytest_gpucheck_wall_s": s.wall_s}
+    else:
+        answers["torch_sample"] = {"rc": None, "note": "PyTorch is not installed"}
 
     # The libraries a framework process loads (its /proc/self/maps after a matmul and a convolution).
     if have.get("tensorflow", False):

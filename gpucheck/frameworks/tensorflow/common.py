@@ -18,8 +18,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from gpucheck.protocol import CAPTURE_ENV, DEEP_ENV, quiet, stage
-from gpucheck.settings import parse_switch
+from gpucheck.protocol import CAPTURE_ENV, quiet, stage
 
 T = TypeVar("T")
 
@@ -150,14 +149,6 @@ def initialise_devices(tf: Any, device_type: str | None, lines: list[str]) -> li
         # The block's lines are there once it has closed, also when the listing raised.
         if cap is not None:
             lines.extend(cap.lines)
-
-
-def deep_from_env() -> bool:
-    """--gpucheck-deep, as the parent hands it down (DEEP_ENV)."""
-    try:
-        return parse_switch(os.environ.get(DEEP_ENV, ""))
-    except ValueError:
-        return False
 
 
 # --- checks against a float64 reference -------------------------------------------------------------

@@ -21,14 +21,13 @@ from typing import Any
 from gpucheck.frameworks.tensorflow.common import (
     created_devices,
     created_limits,
-    deep_from_env,
     error_text,
     initialise_devices,
     section,
 )
 from gpucheck.frameworks.tensorflow.facts import TfDevice, TfSetupFacts
 from gpucheck.probes.nvml import GpuHeadroom, memory_snapshot
-from gpucheck.protocol import INIT_SECTION
+from gpucheck.protocol import INIT_SECTION, deep_from_env
 
 #: The key of the set-up's facts in the TensorFlow child's JSON (and their ``Facts`` field).
 SETUP_KEY = "tf_setup"

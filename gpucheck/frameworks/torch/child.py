@@ -4,6 +4,9 @@ names and capabilities initialise torch's CUDA state; nothing is allocated or la
 allocator configuration the environment sets, looked up in the build's libraries and asked of torch's own parser
 (``gpucheck.frameworks.torch.memory``; no CUDA is started for it). Runs only in a probe child:
 a hung ``cuInit`` hangs torch with it, and the parent's time limit ends it.
+
+It is a staged child (``gpucheck.probes.steps``): these framework facts first, then, on the GPUs torch can use (on the
+CPU under --gpucheck-deep), the placement layer's steps the parent lists (``gpucheck.frameworks.torch.placement``).
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ import os
 import re
 import traceback
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gpucheck.frameworks.torch import memory
 from gpucheck.frameworks.torch.facts import AllocatorConfig, FoundFirst, TorchDevice, TorchFacts
-from gpucheck.protocol import stage
+from gpucheck.frameworks.torch.placement import set_up
+from gpucheck.probes.steps import first_then_steps
+from gpucheck.protocol import Checkpoint, stage
+
+#: The key the set-up would write its facts under (it writes none: the framework facts list the devices).
+SETUP_KEY = "torch_setup"
 
 T = TypeVar("T")
 #: The libraries worth naming among those the process mapped: CUDA's, cuDNN's, NCCL's, the driver's and torch's own.
@@ -227,3 +235,9 @@ def probe_torch() -> TorchFacts:
         errors,
         allocator,
     )
+
+
+def torch_then_steps() -> Iterator[Checkpoint]:
+    """The framework facts at once; then, where torch imports, the set-up and the steps the parent lists."""
+    facts = probe_torch()
+    yield from first_then_steps(facts, facts.importable, SETUP_KEY, set_up)

@@ -120,6 +120,73 @@ class TorchFacts:
         return self.cuda is not None
 
 
+#: The ``Facts.units`` fields of the placement layer's steps in the PyTorch child (``gpucheck.frameworks.torch.placement``).
+PLACEMENT_FIELD, NUMERICS_FIELD, TRAINING_FIELD = "torch_placement", "torch_numerics", "torch_training"
+
+
+@dataclass(frozen=True)
+class TorchOpRun:
+    """A tensor made on ``device`` and an op on it: where torch says each is, or what it raised."""
+
+    device: str
+    #: ``str(tensor.device)`` of the tensor made there and of the op's result; None where it raised.
+    tensor_on: str | None
+    result_on: str | None
+    exception: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchNumericCheck:
+    """One computation on a device against a float64 CPU reference (fresh random inputs)."""
+
+    device: str
+    #: "matmul", "conv2d" (cuDNN on a GPU), "sum".
+    op: str
+    #: "float32" (TF32 off), "tensorfloat32", "float16", "bfloat16".
+    precision: str
+    ok: bool
+    ran_on: str | None
+    #: max |result - reference| / max |reference| (for a sum: / sum |x|).
+    error: float | None
+    tolerance: float
+    exception: str | None
+    shape: str
+
+
+@dataclass(frozen=True)
+class TorchTrainingRun:
+    """One SGD step of a small network on ``devices`` (two: its layers split between them), against the same step in
+    float64 on the CPU from the same weights and data."""
+
+    devices: tuple[str, ...]
+    ok: bool
+    #: max |weight after - reference| / max |reference weight|, over every parameter.
+    error: float | None
+    tolerance: float
+    #: The loss before the step, there and in the reference.
+    loss: float | None
+    reference_loss: float | None
+    exception: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchPlacementFacts:
+    runs: tuple[TorchOpRun, ...]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TorchNumericsFacts:
+    checks: tuple[TorchNumericCheck, ...]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TorchTrainingFacts:
+    runs: tuple[TorchTrainingRun, ...]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
 def torch_facts(facts: Facts) -> ProbeOutcome[TorchFacts] | None:
     """The PyTorch child's outcome (None where this run did not start it)."""
     return cast("ProbeOutcome[TorchFacts] | None", facts.unit(FIELD))
@@ -128,3 +195,15 @@ def torch_facts(facts: Facts) -> ProbeOutcome[TorchFacts] | None:
 def shared_memory(facts: Facts) -> SharedMemory | None:
     """``/dev/shm`` as this run read it (None where the resources layer or PyTorch was not asked)."""
     return cast("SharedMemory | None", facts.unit(SHM_FIELD))
+
+
+def placement_facts(facts: Facts) -> ProbeOutcome[TorchPlacementFacts] | None:
+    return cast("ProbeOutcome[TorchPlacementFacts] | None", facts.unit(PLACEMENT_FIELD))
+
+
+def numerics_facts(facts: Facts) -> ProbeOutcome[TorchNumericsFacts] | None:
+    return cast("ProbeOutcome[TorchNumericsFacts] | None", facts.unit(NUMERICS_FIELD))
+
+
+def training_facts(facts: Facts) -> ProbeOutcome[TorchTrainingFacts] | None:
+    return cast("ProbeOutcome[TorchTrainingFacts] | None", facts.unit(TRAINING_FIELD))

@@ -9,19 +9,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpucheck.frameworks.torch import memory, process, view
-from gpucheck.frameworks.torch.facts import FIELD, SHM_FIELD, SharedMemory, TorchFacts
+from gpucheck.frameworks.torch.facts import (
+    FIELD,
+    NUMERICS_FIELD,
+    PLACEMENT_FIELD,
+    SHM_FIELD,
+    TRAINING_FIELD,
+    SharedMemory,
+    TorchFacts,
+    TorchNumericsFacts,
+    TorchPlacementFacts,
+    TorchTrainingFacts,
+)
 from gpucheck.frameworks.torch.rules import common as rules_common
 from gpucheck.frameworks.torch.rules import compat as rules_compat
 from gpucheck.frameworks.torch.rules import framework as rules_framework
+from gpucheck.frameworks.torch.rules import placement as rules_placement
 from gpucheck.frameworks.torch.rules import resources as rules_resources
 from gpucheck.performance.facts import FIELD as PERFORMANCE_FIELD
 from gpucheck.performance.facts import PerformanceFacts
 from gpucheck.probes.host import host_root
 from gpucheck.settings import Settings
-from gpucheck.unit import CheckFile, ChildProbe, Framework, InProcess, LayerRule, Unit
+from gpucheck.unit import CheckFile, ChildProbe, Framework, InProcess, LayerRule, Step, Unit
 
 #: The PyTorch child: ``import torch`` and its readings, in a process of its own started with every other probe.
-TORCH_PROBE = ChildProbe(FIELD, "framework", "gpucheck.frameworks.torch.child:probe_torch", TorchFacts, FIELD)
+TORCH_PROBE = ChildProbe(FIELD, "framework", "gpucheck.frameworks.torch.child:torch_then_steps", TorchFacts, FIELD)
+#: The placement layer's steps, in that child after its framework facts (``gpucheck.frameworks.torch.placement``).
+PLACEMENT_STEP = Step(PLACEMENT_FIELD, "placement", "gpucheck.frameworks.torch.placement:placement_step",
+                      TorchPlacementFacts, FIELD)
+NUMERICS_STEP = Step(NUMERICS_FIELD, "placement", "gpucheck.frameworks.torch.placement:numerics_step",
+                     TorchNumericsFacts, FIELD)
+TRAINING_STEP = Step(TRAINING_FIELD, "placement", "gpucheck.frameworks.torch.placement:training_step",
+                     TorchTrainingFacts, FIELD)
 #: The benchmarks of the plan torch measures, by kind or ``kind:variant`` (``Framework.benchmarks``): launch latency
 #: eagerly only (TensorFlow's ``function`` variant is its graph executor, which torch programs do not run); TensorFlow's
 #: soft-placement fallback, its matpow split by hand and its training towers are TensorFlow's own.
@@ -50,6 +69,12 @@ UNITS: tuple[Unit, ...] = (
         probes=(TORCH_PROBE,),
         rules=(LayerRule("framework", rules_framework.framework_rules),),
         checks=(CheckFile("framework", "frameworks/torch/checks_torch.py"),),
+    ),
+    Unit(
+        "torch-placement",
+        steps=(PLACEMENT_STEP, NUMERICS_STEP, TRAINING_STEP),
+        rules=(LayerRule("placement", rules_placement.placement_rules),),
+        checks=(CheckFile("placement", "frameworks/torch/checks_torch_placement.py"),),
     ),
     Unit(
         "torch-resources",

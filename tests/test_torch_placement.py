@@ -1,0 +1,167 @@
+"""PyTorch's placement layer (issue 36, point 2: placement and numerics, a training step on each GPU and split over two, a
+busy GPU). Its rules in-process on the steps' facts, with torch's own words where people paste them:
+
+- a GPU in exclusive-process mode held by another process: "RuntimeError: CUDA error: CUDA-capable device(s) is/are
+  busy or unavailable" from `torch.rand(3, 3).cuda()` on a Tesla T4 whose `torch.cuda.is_available()` is True
+  (pytorch/pytorch#100691), and the older "cuda runtime error (46) : all CUDA-capable devices are busy or unavailable"
+  (pytorch/pytorch#2704);
+- the steps themselves, for real, in the torch CPU wheel's venv under --gpucheck-deep, where they check the checks on
+  the CPU (this host has no GPU: on a real one they run on every ``cuda:N``; docs/measured.md has the last real run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+from gpucheck.facts import ChildExit, CudaCall, Facts, NvmlFacts, NvmlGpu, NvmlProcess, ProbeOutcome
+from gpucheck.frameworks.torch.facts import (
+    TorchNumericCheck,
+    TorchNumericsFacts,
+    TorchOpRun,
+    TorchPlacementFacts,
+    TorchTrainingFacts,
+    TorchTrainingRun,
+)
+from gpucheck.frameworks.torch.rules.placement import placement_rules
+from gpucheck.model import Finding
+from tests.factsbuild import replace_facts
+from tests.pyenvs import checkout_environment
+from tests.test_torch_rules import OK_EXIT, TORCH, cuda_build, machine
+
+#: pytorch/pytorch#100691 (torch on two Tesla T4s, driver 525.105.17), the first line of torch's error.
+BUSY_100691 = "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable"
+#: pytorch/pytorch#2704 (torch 0.2), the same refusal in the words of the time.
+BUSY_2704 = ("RuntimeError: cuda runtime error (46) : all CUDA-capable devices are busy or unavailable at "
+             "/opt/conda/conda-bld/pytorch_1502004572321/work/torch/lib/THC/generic/THCStorage.cu:66")
+PLACED = TorchOpRun("cuda:0", "cuda:0", "cuda:0")
+
+
+def _check(op: str = "matmul", precision: str = "float32", error: float = 3e-7, tolerance: float = 1e-5,
+           device: str = "cuda:0", exception: str | None = None) -> TorchNumericCheck:
+    ok = exception is None and error <= tolerance
+    return TorchNumericCheck(device, op, precision, ok, None if exception else device, None if exception else error,
+                             tolerance, exception, "256x256 @ 256x256")
+
+
+def _run(devices: tuple[str, ...] = ("cuda:0",), error: float = 8e-8, exception: str | None = None) -> TorchTrainingRun:
+    ok = exception is None and error <= 1e-4
+    return TorchTrainingRun(devices, ok, None if exception else error, 1e-4, 2.45, 2.45, exception)
+
+
+def steps(runs: tuple[TorchOpRun, ...] = (PLACED,), checks: tuple[TorchNumericCheck, ...] = (_check(),),
+          training: tuple[TorchTrainingRun, ...] = (_run(),), exit_: ChildExit = OK_EXIT) -> Facts:
+    """A machine whose torch sees its GPU, with the steps' facts."""
+    facts = machine(cuda_build(), exit_=exit_)
+    return replace_facts(
+        facts, TORCH,
+        torch_placement=ProbeOutcome("torch", exit_, TorchPlacementFacts(runs)),
+        torch_numerics=ProbeOutcome("torch", exit_, TorchNumericsFacts(checks)),
+        torch_training=ProbeOutcome("torch", exit_, TorchTrainingFacts(training)),
+    )
+
+
+def found(facts: Facts) -> list[tuple[str, str | None, str]]:
+    out: list[Finding] = placement_rules(facts, TORCH)
+    return [(f.id, f.subject, f.severity.value) for f in out]
+
+
+def test_a_gpu_that_runs_everything_right_finds_nothing() -> None:
+    assert found(steps()) == []
+
+
+def test_a_busy_gpu_is_its_compute_mode_where_nvml_did_not_say() -> None:
+    for said in (BUSY_100691, BUSY_2704):
+        facts = steps(runs=(TorchOpRun("cuda:0", None, None, said),), checks=(), training=())
+        assert found(facts) == [("compute-mode-prohibited", "cuda:0", "blocker")]
+        (f,) = placement_rules(facts, TORCH)
+        assert f.evidence["error"] == said and f.layer == "visibility"
+    # Where NVML names the compute mode and the process holding the GPU, its finding stands alone.
+    busy = steps(runs=(TorchOpRun("cuda:0", None, None, BUSY_100691),), checks=(), training=())
+    nvml = busy.nvml.facts
+    assert isinstance(nvml, NvmlFacts)
+    # Exclusive_Process (3) with process 4242 on it, as nvidia-smi shows the T4s of pytorch/pytorch#100691.
+    gpu = NvmlGpu(0, None, "Tesla T4", compute_mode=3, processes=(NvmlProcess(4242, 1 << 30, "python"),))
+    init = CudaCall("nvmlInit_v2", 0, "NVML_SUCCESS", None)
+    held = replace_facts(busy, TORCH, nvml=ProbeOutcome("nvml", OK_EXIT, dataclasses.replace(nvml, gpus=(gpu,), init=init)))
+    assert found(held) == []
+
+
+def test_work_that_fails_or_lands_elsewhere_is_placement_failed() -> None:
+    oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB."
+    assert found(steps(runs=(TorchOpRun("cuda:0", None, None, oom),), checks=(), training=())) == [
+        ("placement-failed", "cuda:0", "blocker")]
+    moved = steps(runs=(TorchOpRun("cuda:1", "cuda:0", "cuda:0"),), checks=(), training=())
+    assert found(moved) == [("placement-failed", "cuda:1", "blocker")]
+    # A GPU that refused its tensor is named once: its numerics and training are not a second finding.
+    refused = steps(runs=(TorchOpRun("cuda:0", None, None, oom),),
+                    checks=(_check(exception=oom),), training=(_run(exception=oom),))
+    assert found(refused) == [("placement-failed", "cuda:0", "blocker")]
+
+
+def test_wrong_numbers_are_numerical_mismatch_and_a_kernel_that_raises_is_placement_failed() -> None:
+    wrong = (_check(), _check("matmul", "bfloat16", 0.9, 3e-2), _check("conv2d", "float32", 1.0, 1e-4))
+    assert found(steps(checks=wrong)) == [("numerical-mismatch", "cuda:0", "blocker")]
+    (f,) = placement_rules(steps(checks=wrong), TORCH)
+    assert "matmul in bfloat16, conv2d in float32" in f.summary and len(f.evidence["checks"]) == 3
+    no_cudnn = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
+    assert found(steps(checks=(_check("conv2d", exception=no_cudnn),))) == [
+        ("placement-failed", "conv2d on cuda:0", "blocker")]
+
+
+def test_a_training_step_off_on_one_gpu_or_split_over_two() -> None:
+    split = ("cuda:0", "cuda:1")
+    runs = (TorchOpRun("cuda:0", "cuda:0", "cuda:0"), TorchOpRun("cuda:1", "cuda:1", "cuda:1"))
+    assert found(steps(runs=runs, training=(_run(), _run(("cuda:1",)), _run(split, error=0.5)))) == [
+        ("numerical-mismatch", "training step on cuda:0 and cuda:1", "blocker")]
+    peer = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert found(steps(runs=runs, training=(_run(split, exception=peer),))) == [
+        ("placement-failed", "training step on cuda:0 and cuda:1", "blocker")]
+
+
+def test_a_child_that_dies_or_overruns_in_a_step() -> None:
+    died = ChildExit("ok", None, "SIGSEGV", 9.0, ("Segmentation fault",), "numerics on cuda:0: conv2d in float32", None)
+    (f,) = placement_rules(steps(checks=(), training=(), exit_=died), TORCH)
+    assert (f.id, f.severity.value) == ("placement-failed", "blocker")
+    assert "SIGSEGV" in f.summary and "conv2d in float32" in f.summary
+    overran = ChildExit("timeout", None, "SIGKILL", 60.0, (), "training step on cuda:0", None)
+    (g,) = placement_rules(steps(checks=(), training=(), exit_=overran), TORCH)
+    assert (g.id, g.severity.value) == ("placement-failed", "degraded") and "training step on cuda:0" in g.summary
+
+
+def test_the_steps_check_their_checks_on_the_cpu_with_real_torch(torch_python: Path, tmp_path: Path) -> None:
+    """The real steps in the torch CPU wheel under --gpucheck-deep: a tensor and its matmul on the CPU, every numerics
+    check within its tolerance (TF32 only where a GPU of compute capability 8.0 runs it), one training step agreeing
+    with float64, and no finding of the placement layer. Without --gpucheck-deep no step runs on this host."""
+    project = tmp_path / "project"
+    project.mkdir()
+    env = checkout_environment(tmp_path / "site")
+    for deep in (True, False):
+        report = tmp_path / f"report-{deep}.json"
+        done = subprocess.run(
+            [str(torch_python), "-m", "pytest", "--gpucheck", f"--gpucheck-json={report}", "-p", "no:cacheprovider",
+             *(["--gpucheck-deep"] if deep else [])],
+            cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False,
+        )
+        assert report.exists(), (done.stdout + done.stderr)[-4000:]
+        data = json.loads(report.read_text())
+        facts = data["facts"]
+        if not deep:
+            for key in ("torch_placement", "torch_numerics", "torch_training"):
+                assert facts[key]["facts"] is None, facts[key]
+            continue
+        assert facts["torch"]["exit"]["status"] == "ok" and facts["torch"]["exit"]["returncode"] == 0
+        assert facts["torch_placement"]["facts"]["runs"] == [
+            {"device": "cpu", "tensor_on": "cpu", "result_on": "cpu", "exception": None}]
+        checks = facts["torch_numerics"]["facts"]["checks"]
+        assert [(c["op"], c["precision"]) for c in checks] == [
+            ("matmul", "float32"), ("matmul", "float16"), ("matmul", "bfloat16"), ("conv2d", "float32"),
+            ("sum", "float32")]
+        for c in checks:
+            assert c["ok"] and 0 < c["error"] <= c["tolerance"] and c["ran_on"] == "cpu", c
+        (run,) = facts["torch_training"]["facts"]["runs"]
+        assert run["devices"] == ["cpu"] and run["ok"] and 0 < run["error"] <= run["tolerance"], run
+        assert abs(run["loss"] - run["reference_loss"]) < 1e-5, run
+        assert not [f for f in data["findings"] if f["layer"] == "placement"], data["findings"]

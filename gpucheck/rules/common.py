@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os.path
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gpucheck.facts import ChildExit, Facts, NvmlGpu, PciDevice
 from gpucheck.model import Finding, Severity, finding
@@ -214,4 +215,50 @@ def _diagnosis_incomplete(name: str, exit_: ChildExit) -> Finding:
         cause=exit_.error or "the probe process could not be started",
         remedy="Check that the Python running pytest can start a child process of itself.",
         evidence=child_evidence(exit_),
+    )
+
+
+class NumericResult(Protocol):
+    """One computation on a device against a float64 CPU reference, as each framework's numerics step records it."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def ran_on(self) -> str | None: ...
+    @property
+    def error(self) -> float | None: ...
+    @property
+    def tolerance(self) -> float: ...
+    @property
+    def exception(self) -> str | None: ...
+    @property
+    def shape(self) -> str: ...
+
+
+def numerical_mismatch(device: str, items: Sequence[NumericResult]) -> Finding | None:
+    """``numerical-mismatch`` for ``device`` where any of its checks computed a result outside its tolerance; None
+    where none did. Every check of the device is in the evidence."""
+    wrong = [c for c in items if not c.ok and c.exception is None]
+    if not wrong:
+        return None
+    return finding(
+        "numerical-mismatch",
+        Severity.BLOCKER,
+        summary=f"{device} computes wrong results: "
+        + ", ".join(f"{c.op} in {c.precision}" for c in wrong) + " disagree with the float64 CPU reference.",
+        cause="On fresh random inputs, " + "; ".join(
+            f"{c.op} ({c.shape}, {c.precision}) on {c.ran_on} is off by {c.error:.3g} (tolerance {c.tolerance:g})"
+            for c in wrong
+        ) + ". A GPU that returns wrong numbers is faulty (memory errors, overclocking, a driver or library bug), not slow.",
+        remedy="Check ECC errors and clocks (`nvidia-smi -q -d ECC,CLOCK`), run `compute-sanitizer` or the vendor's "
+        "diagnostics (`dcgmi diag -r 3`), and try another driver; do not train on this GPU meanwhile.",
+        evidence={"device": device, "checks": [
+            {"op": c.op, "precision": c.precision, "error": c.error, "tolerance": c.tolerance, "ran_on": c.ran_on}
+            for c in items
+        ]},
+        subject=device,
     )

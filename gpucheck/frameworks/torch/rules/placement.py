@@ -24,7 +24,7 @@ from gpucheck.frameworks.torch.facts import (
 )
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT
-from gpucheck.rules.common import child_evidence
+from gpucheck.rules.common import child_evidence, numerical_mismatch
 from gpucheck.rules.nvml import answered, compute_blocked
 from gpucheck.settings import Settings
 
@@ -144,26 +144,9 @@ def _numerics(checks: tuple[TorchNumericCheck, ...]) -> list[Finding]:
     for c in checks:
         by_device.setdefault(c.device, []).append(c)
     for device, items in by_device.items():
-        wrong = [c for c in items if not c.ok and c.exception is None]
-        if wrong:
-            out.append(finding(
-                "numerical-mismatch",
-                Severity.BLOCKER,
-                summary=f"{device} computes wrong results: "
-                + ", ".join(f"{c.op} in {c.precision}" for c in wrong) + " disagree with the float64 CPU reference.",
-                cause="On fresh random inputs, " + "; ".join(
-                    f"{c.op} ({c.shape}, {c.precision}) on {c.ran_on} is off by {c.error:.3g} (tolerance {c.tolerance:g})"
-                    for c in wrong
-                ) + ". A GPU that returns wrong numbers is faulty (memory errors, overclocking, a driver or library bug), "
-                "not slow.",
-                remedy="Check ECC errors and clocks (`nvidia-smi -q -d ECC,CLOCK`), run `compute-sanitizer` or the vendor's "
-                "diagnostics (`dcgmi diag -r 3`), and try another driver; do not train on this GPU meanwhile.",
-                evidence={"device": device, "checks": [
-                    {"op": c.op, "precision": c.precision, "error": c.error, "tolerance": c.tolerance, "ran_on": c.ran_on}
-                    for c in items
-                ]},
-                subject=device,
-            ))
+        mismatch = numerical_mismatch(device, items)
+        if mismatch is not None:
+            out.append(mismatch)
         for c in items:
             if c.exception is not None:
                 out.append(finding(

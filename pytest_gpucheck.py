@@ -118,12 +118,32 @@ def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager
     name ``gpucheck``, the entry point's name before, which it keeps for ``get_plugin`` and ``-p no:gpucheck``, and
     which an entry point of an older pytest-gpucheck's metadata still in view (a source tree's stale egg-info) then
     skips instead of registering the same module a second time."""
-    if plugin is not sys.modules[__name__] or clash() is not None or manager.has_plugin("gpucheck"):
+    if plugin is not sys.modules[__name__]:
+        return
+    _not_rewritten(manager)
+    if clash() is not None or manager.has_plugin("gpucheck"):
         return
     from gpucheck import plugin as gpucheck_plugin
 
     if not manager.is_registered(gpucheck_plugin):
         manager.register(gpucheck_plugin, "gpucheck")
+
+
+def _not_rewritten(manager: object) -> None:
+    """Leave gpucheck's own modules to Python's bytecode, out of pytest's assertion rewriting. pytest marks every module
+    of a plugin's distribution for rewriting, and where it cannot cache what it rewrote (``PYTHONDONTWRITEBYTECODE``, which
+    many container images set, or a site-packages the user cannot write) it parses, rewrites and compiles each of the
+    hundred modules a ``pytest --gpucheck`` imports again at every start: 0.28 s of a 0.76 s run on this project's build
+    machine (docs/measured.md). They hold no test code: the checks files are collected and rewritten as tests, the rest
+    are the diagnosis. Read through pytest's private ``_must_rewrite``, checked, so that a pytest without it changes
+    nothing."""
+    hook = getattr(manager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    if isinstance(marked, set) and "gpucheck" in marked:
+        marked.discard("gpucheck")
+        cache = getattr(hook, "_marked_for_rewrite_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:

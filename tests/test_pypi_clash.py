@@ -150,6 +150,21 @@ def test_registered(request):
     assert [n for n, p in manager.list_name_plugin() if getattr(p, "__name__", "") == "gpucheck.plugin"] == ["gpucheck"]
 """
 
+#: A test that passes when none of gpucheck's modules went through pytest's assertion rewriting: pytest marks every module
+#: of an installed plugin's distribution, and where it cannot cache what it rewrote (PYTHONDONTWRITEBYTECODE, or a
+#: read-only site-packages) it rewrites them again at every start (pytest_gpucheck._not_rewritten).
+NOT_REWRITTEN = """
+import sys
+
+from _pytest.assertion.rewrite import AssertionRewritingHook
+
+
+def test_not_rewritten():
+    ours = {n: m for n, m in sys.modules.items() if n == "gpucheck" or n.startswith("gpucheck.")}
+    assert "gpucheck.plugin" in ours, sorted(ours)
+    assert [n for n, m in ours.items() if isinstance(getattr(m, "__loader__", None), AssertionRewritingHook)] == []
+"""
+
 
 def _environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in DROPPED and not k.startswith("GPUCHECK_")}
@@ -164,6 +179,7 @@ def _make(tmp_path: Path, view: Path) -> Env:
     env.work.mkdir()
     (env.work / "test_one.py").write_text("def test_one():\n    pass\n")
     (env.work / "test_registered.py").write_text(REGISTERED)
+    (env.work / "test_not_rewritten.py").write_text(NOT_REWRITTEN)
     return env
 
 
@@ -193,8 +209,8 @@ def assert_fixed(env: Env, ours: Path) -> None:
     assert code == 0 and "--gpucheck-json" in out and "PyPI" not in out, out
     code, out = env.pytest("-p", "no:gpucheck", "--help")
     assert code == 0 and "--gpucheck" not in out, out
-    code, out = env.pytest("test_one.py", "test_registered.py")
-    assert code == 0 and "2 passed" in out and "warning" not in out, out
+    code, out = env.pytest("test_one.py", "test_registered.py", "test_not_rewritten.py")
+    assert code == 0 and "3 passed" in out and "warning" not in out, out
 
 
 @pytest.mark.parametrize("first", ["pytest-gpucheck", "gpucheck"], ids=["ours-then-pypi", "pypi-then-ours"])

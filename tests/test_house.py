@@ -81,6 +81,7 @@ FLOORS: dict[str, int] = {
     "gpucheck.frameworks.torch.view": 2,
     "gpucheck.frameworks.torch.child": 2,
     "gpucheck.frameworks.torch.placement": 2,
+    "gpucheck.frameworks.torch.fraction": 2,
     "gpucheck.frameworks.torch.process": 2,
     "gpucheck.frameworks.torch.rules": 2,
     "gpucheck.frameworks.torch.benchmarks": 3,

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from gpucheck.facts import ChildExit, CudaCall, Facts, NvmlFacts, NvmlGpu, NvmlProcess, ProbeOutcome
 from gpucheck.frameworks.torch.facts import (
+    MemoryFraction,
+    TorchFractionFacts,
     TorchNumericCheck,
     TorchNumericsFacts,
     TorchOpRun,
@@ -26,6 +28,7 @@ from gpucheck.frameworks.torch.facts import (
     TorchTrainingRun,
 )
 from gpucheck.frameworks.torch.rules.placement import placement_rules
+from gpucheck.frameworks.torch.rules.resources import resources_rules
 from gpucheck.model import Finding
 from tests.factsbuild import replace_facts
 from tests.pyenvs import checkout_environment
@@ -131,6 +134,40 @@ def test_a_child_that_dies_or_overruns_in_a_step() -> None:
     assert (g.id, g.severity.value) == ("placement-failed", "degraded") and "training step on cuda:0" in g.summary
 
 
+#: torch 2.11.0+cu130's refusal of the 512 MiB tensor past the 256 MiB cap on a real H200 (2026-11-28,
+#: docs/gpu-runs/h200-2026-11-28/fraction-none.json), and with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+#: (fraction-backend.json): the cap held under both allocators, and under expandable_segments:True.
+SAID_NATIVE = 'OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which 138.93 GiB is free. Including non-PyTorch memory, this process has 878.00 MiB memory in use. 256.00 MiB allowed; Of the allocated memory 128.00 MiB is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memor'
+SAID_ASYNC = 'OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)'
+
+
+def _fraction(over_refused: bool | None, under_granted: bool | None = True, error: str | None = None,
+              said: str | None = None) -> MemoryFraction:
+    # A 256 MiB cap on that H200 (the fraction its child set: 0.0017882597429813207).
+    return MemoryFraction("cuda:0", 0.0017882597429813207, 256, 64, 512, under_granted, over_refused, said, error)
+
+
+def with_fraction(*fractions: MemoryFraction, backend: str = "native") -> Facts:
+    facts = machine(cuda_build())
+    return replace_facts(facts, TORCH, torch_fraction=ProbeOutcome("torch", OK_EXIT, TorchFractionFacts(fractions, backend)))
+
+
+def test_a_memory_fraction_that_does_not_bound_the_process_is_memory_config_failed() -> None:
+    """set_per_process_memory_fraction, which --gpucheck-worker-memory and torch_device rely on: a cap that holds is
+    no finding; a tensor made past it is memory-config-failed (degraded: programs run, GPU shares are not kept), as is
+    a fraction torch would not set; where memory held elsewhere refused the tensor under the cap, nothing is judged."""
+    assert resources_rules(with_fraction(_fraction(True, said=SAID_NATIVE)), TORCH) == []
+    assert resources_rules(with_fraction(_fraction(True, said=SAID_ASYNC), backend="cudaMallocAsync"), TORCH) == []
+    (f,) = resources_rules(with_fraction(_fraction(False), backend="cudaMallocAsync"), TORCH)
+    assert (f.id, f.severity.value, f.subject, f.layer) == (
+        "memory-config-failed", "degraded", "memory fraction on cuda:0", "resources")
+    assert "a 512 MiB tensor was made past its 256 MiB cap" in f.summary and f.evidence["backend"] == "cudaMallocAsync"
+    assert resources_rules(with_fraction(_fraction(None, under_granted=False)), TORCH) == []
+    refused = "RuntimeError: invalid fraction"
+    (g,) = resources_rules(with_fraction(_fraction(None, None, refused)), TORCH)
+    assert g.id == "memory-config-failed" and f"torch refused it: {refused}" in g.summary
+
+
 def test_the_steps_check_their_checks_on_the_cpu_with_real_torch(torch_python: Path, tmp_path: Path) -> None:
     """The real steps in the torch CPU wheel under --gpucheck-deep: a tensor and its matmul on the CPU, every numerics
     check within its tolerance (TF32 only where a GPU of compute capability 8.0 runs it), one training step agreeing
@@ -149,7 +186,7 @@ def test_the_steps_check_their_checks_on_the_cpu_with_real_torch(torch_python: P
         data = json.loads(report.read_text())
         facts = data["facts"]
         if not deep:
-            for key in ("torch_placement", "torch_numerics", "torch_training"):
+            for key in ("torch_placement", "torch_numerics", "torch_training", "torch_fraction"):
                 assert facts[key]["facts"] is None, facts[key]
             continue
         assert facts["torch"]["exit"]["status"] == "ok" and facts["torch"]["exit"]["returncode"] == 0
@@ -165,3 +202,5 @@ def test_the_steps_check_their_checks_on_the_cpu_with_real_torch(torch_python: P
         assert run["devices"] == ["cpu"] and run["ok"] and 0 < run["error"] <= run["tolerance"], run
         assert abs(run["loss"] - run["reference_loss"]) < 1e-5, run
         assert not [f for f in data["findings"] if f["layer"] == "placement"], data["findings"]
+        # The CPU has no memory fraction: the resources step has nothing to bound there.
+        assert facts["torch_fraction"]["facts"] == {"fractions": [], "backend": None, "errors": {}}

@@ -1,5 +1,6 @@
-"""PyTorch's checks of the resources layer, answered without starting CUDA: does the installed build accept the
-allocator configuration the environment sets, and is /dev/shm large enough for NCCL between this machine's GPUs?
+"""PyTorch's checks of the resources layer: does the installed build accept the allocator configuration the
+environment sets (read without starting CUDA), does set_per_process_memory_fraction bound it on each GPU (its child's
+step), and is /dev/shm large enough for NCCL between this machine's GPUs?
 (NVML's memory headroom, which needs no framework, is asked in checks_nvml.)"""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from gpucheck.session import Answer
 
 @asks("resources", ("memory-config-failed",), needs=("framework",))
 def test_torch_accepts_its_allocator_configuration(gpucheck_answer: Answer) -> None:
-    """Does this torch know every option of PYTORCH_CUDA_ALLOC_CONF (and PYTORCH_ALLOC_CONF), in a form it reads?"""
+    """Does this torch know every option of PYTORCH_CUDA_ALLOC_CONF (and PYTORCH_ALLOC_CONF), in a form it reads, and
+    does torch.cuda.set_per_process_memory_fraction bound it on each GPU?"""
     gpucheck_answer.check()
 
 

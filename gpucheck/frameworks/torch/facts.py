@@ -122,6 +122,36 @@ class TorchFacts:
 
 #: The ``Facts.units`` fields of the placement layer's steps in the PyTorch child (``gpucheck.frameworks.torch.placement``).
 PLACEMENT_FIELD, NUMERICS_FIELD, TRAINING_FIELD = "torch_placement", "torch_numerics", "torch_training"
+#: The ``Facts.units`` field of the resources layer's step in the PyTorch child (``gpucheck.frameworks.torch.fraction``).
+FRACTION_FIELD = "torch_fraction"
+
+
+@dataclass(frozen=True)
+class MemoryFraction:
+    """``torch.cuda.set_per_process_memory_fraction`` on one GPU, as ``--gpucheck-worker-memory`` and ``torch_device``
+    use it: a cap far below what is free, then a tensor under it and one past it."""
+
+    device: str
+    fraction: float
+    cap_mib: int
+    #: The tensors' sizes (MiB).
+    under_mib: int
+    over_mib: int
+    #: The tensor under the cap was made (False: torch refused it, so memory is held elsewhere: not judged).
+    under_granted: bool | None
+    #: The tensor past the cap was refused with torch's out-of-memory error (False: made, the cap does not hold).
+    over_refused: bool | None
+    #: torch's words where it refused a tensor, or an error that stopped the check.
+    said: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchFractionFacts:
+    fractions: tuple[MemoryFraction, ...]
+    #: ``torch.cuda.get_allocator_backend()``: "native" (the caching allocator) or "cudaMallocAsync".
+    backend: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -207,3 +237,7 @@ def numerics_facts(facts: Facts) -> ProbeOutcome[TorchNumericsFacts] | None:
 
 def training_facts(facts: Facts) -> ProbeOutcome[TorchTrainingFacts] | None:
     return cast("ProbeOutcome[TorchTrainingFacts] | None", facts.unit(TRAINING_FIELD))
+
+
+def fraction_facts(facts: Facts) -> ProbeOutcome[TorchFractionFacts] | None:
+    return cast("ProbeOutcome[TorchFractionFacts] | None", facts.unit(FRACTION_FIELD))

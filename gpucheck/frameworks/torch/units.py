@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from gpucheck.frameworks.torch import memory, process, view
 from gpucheck.frameworks.torch.facts import (
     FIELD,
+    FRACTION_FIELD,
     NUMERICS_FIELD,
     PLACEMENT_FIELD,
     SHM_FIELD,
     TRAINING_FIELD,
     SharedMemory,
     TorchFacts,
+    TorchFractionFacts,
     TorchNumericsFacts,
     TorchPlacementFacts,
     TorchTrainingFacts,
@@ -41,6 +43,9 @@ NUMERICS_STEP = Step(NUMERICS_FIELD, "placement", "gpucheck.frameworks.torch.pla
                      TorchNumericsFacts, FIELD)
 TRAINING_STEP = Step(TRAINING_FIELD, "placement", "gpucheck.frameworks.torch.placement:training_step",
                      TorchTrainingFacts, FIELD)
+#: The resources layer's step there: does set_per_process_memory_fraction bound the process (``fraction``)?
+FRACTION_STEP = Step(FRACTION_FIELD, "resources", "gpucheck.frameworks.torch.fraction:fraction_step",
+                     TorchFractionFacts, FIELD)
 #: The benchmarks of the plan torch measures, by kind or ``kind:variant`` (``Framework.benchmarks``): launch latency
 #: eagerly only (TensorFlow's ``function`` variant is its graph executor, which torch programs do not run); TensorFlow's
 #: soft-placement fallback, its matpow split by hand and its training towers are TensorFlow's own.
@@ -78,6 +83,7 @@ UNITS: tuple[Unit, ...] = (
     ),
     Unit(
         "torch-resources",
+        steps=(FRACTION_STEP,),
         in_process=(InProcess(SHM_FIELD, "resources", _read_shm),),
         rules=(LayerRule("resources", rules_resources.resources_rules),),
         not_checked=rules_resources.not_checked,

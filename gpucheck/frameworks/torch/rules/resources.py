@@ -1,15 +1,17 @@
-"""PyTorch's resources layer, read without starting CUDA: an allocator configuration the installed build refuses
-(``memory-config-failed``), and ``/dev/shm`` too small for NCCL between this machine's GPUs (``nccl-shm-failed``);
-and the cause of an ``import torch`` that aborts on a malformed configuration, for the framework layer's finding."""
+"""PyTorch's resources layer: an allocator configuration the installed build refuses (``memory-config-failed``, read
+without starting CUDA), ``torch.cuda.set_per_process_memory_fraction`` that does not bound the process on a GPU
+(``memory-config-failed``, degraded: its child's step, ``gpucheck.frameworks.torch.fraction``), and ``/dev/shm`` too
+small for NCCL between this machine's GPUs (``nccl-shm-failed``); and the cause of an ``import torch`` that aborts on a
+malformed configuration, for the framework layer's finding."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gpucheck.facts import Facts
+from gpucheck.facts import Facts, facts_of
 from gpucheck.frameworks.torch import memory
-from gpucheck.frameworks.torch.facts import AllocatorConfig, TorchFacts, shared_memory
+from gpucheck.frameworks.torch.facts import AllocatorConfig, MemoryFraction, TorchFacts, fraction_facts, shared_memory
 from gpucheck.frameworks.torch.rules.common import torch_of
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.settings import Settings
@@ -28,7 +30,41 @@ def resources_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     out = [_config_refused(tf, config) for config in tf.allocator if _refused(config)]
     shm = _shm_too_small(tf, facts)
-    return out + ([shm] if shm is not None else [])
+    measured = facts_of(fraction_facts(facts))
+    loose = [_fraction_loose(tf, f, measured.backend) for f in measured.fractions if _loose(f)] if measured else []
+    return out + loose + ([shm] if shm is not None else [])
+
+
+def _loose(f: MemoryFraction) -> bool:
+    """The cap did not hold (the tensor past it was made), or could not be set; never where memory held elsewhere
+    refused the tensor under it."""
+    return f.over_refused is False or (f.error is not None and f.under_granted is not False)
+
+
+def _fraction_loose(tf: TorchFacts, f: MemoryFraction, backend: str | None) -> Finding:
+    """``memory-config-failed`` (degraded: programs run, but processes that share a GPU are not kept to their share)."""
+    what = (f"a {f.over_mib} MiB tensor was made past its {f.cap_mib} MiB cap" if f.over_refused is False
+            else f"torch refused it: {f.error}")
+    return finding(
+        "memory-config-failed",
+        Severity.DEGRADED,
+        summary=f"torch.cuda.set_per_process_memory_fraction does not bound this process on {f.device}: {what}.",
+        cause=(
+            f"With the fraction set to {f.fraction:.6f} of {f.device} ({f.cap_mib} MiB), " + what
+            + f" (PyTorch {tf.version}, allocator backend {backend or 'unknown'}). Processes that share a GPU by fractions "
+            "(gpucheck's --gpucheck-worker-memory and torch_device under pytest-xdist, or a scheduler's) are not kept to "
+            "their share: one can take the memory the others count on."
+        ),
+        remedy=(
+            "Check PYTORCH_CUDA_ALLOC_CONF (its `backend`) and anything that replaces torch's allocator "
+            "(torch.cuda.memory.change_current_allocator); until the fraction holds, give each process a GPU of its own "
+            "(CUDA_VISIBLE_DEVICES) rather than a share of one."
+        ),
+        evidence={"device": f.device, "fraction": f.fraction, "cap_mib": f.cap_mib, "over_mib": f.over_mib,
+                  "under_granted": f.under_granted, "over_refused": f.over_refused, "backend": backend,
+                  "error": f.error, "torch_said": f.said},
+        subject=f"memory fraction on {f.device}",
+    )
 
 
 def _refused(config: AllocatorConfig) -> bool:

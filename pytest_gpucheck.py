@@ -118,10 +118,10 @@ def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager
     name ``gpucheck``, the entry point's name before, which it keeps for ``get_plugin`` and ``-p no:gpucheck``, and
     which an entry point of an older pytest-gpucheck's metadata still in view (a source tree's stale egg-info) then
     skips instead of registering the same module a second time."""
-    if plugin is not sys.modules[__name__]:
+    if plugin is not sys.modules[__name__] or clash() is not None:
         return
     _not_rewritten(manager)
-    if clash() is not None or manager.has_plugin("gpucheck"):
+    if manager.has_plugin("gpucheck"):
         return
     from gpucheck import plugin as gpucheck_plugin
 
@@ -134,9 +134,9 @@ def _not_rewritten(manager: object) -> None:
     of a plugin's distribution for rewriting, and where it cannot cache what it rewrote (``PYTHONDONTWRITEBYTECODE``, which
     many container images set, or a site-packages the user cannot write) it parses, rewrites and compiles each of the
     hundred modules a ``pytest --gpucheck`` imports again at every start: 0.28 s of a 0.76 s run on this project's build
-    machine (docs/measured.md). They hold no test code: the checks files are collected and rewritten as tests, the rest
-    are the diagnosis. Read through pytest's private ``_must_rewrite``, checked, so that a pytest without it changes
-    nothing."""
+    machine (docs/measured.md). They hold no test code (the checks files call ``gpucheck_answer.check()`` and assert
+    nothing). Only where ``gpucheck`` is pytest-gpucheck's (never another package's of that name). Read through
+    pytest's private ``_must_rewrite``, checked, so that a pytest without it changes nothing."""
     hook = getattr(manager, "rewrite_hook", None)
     marked = getattr(hook, "_must_rewrite", None)
     if isinstance(marked, set) and "gpucheck" in marked:

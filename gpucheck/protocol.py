@@ -92,22 +92,10 @@ def load_target(target: str) -> Callable[..., Any] | None:
 #: --gpucheck-deep, handed to the children (the same variable a user sets for it).
 DEEP_ENV = "GPUCHECK_DEEP"
 
-
-def deep_from_env() -> bool:
-    """--gpucheck-deep, as the parent hands it down (DEEP_ENV)."""
-    from gpucheck.settings import parse_switch
-
-    try:
-        return parse_switch(os.environ.get(DEEP_ENV, ""))
-    except ValueError:
-        return False
-
 #: The steps a staged child (``gpucheck.probes.steps``) runs after its first facts and its set-up, in order, each
 #: as ``key=module:function`` (comma-separated): the steps the units register for that child (``Unit.steps``) of
 #: the layers this run checks (``gpucheck.registry.steps_of``).
 STEPS_ENV = "GPUCHECK_STEPS"
-
-
 
 
 def steps_from_env() -> list[tuple[str, str]]:

@@ -100,6 +100,16 @@ def parse_switch(text: str) -> bool:
     raise ValueError("must be one of 1, true, yes, on or 0, false, no, off")
 
 
+def deep_from_env() -> bool:
+    """--gpucheck-deep, as the parent hands it down to its probe children (``DEEP_ENV``)."""
+    from gpucheck.protocol import DEEP_ENV
+
+    try:
+        return parse_switch(os.environ.get(DEEP_ENV, ""))
+    except ValueError:
+        return False
+
+
 #: What a run diagnoses unless told otherwise (``gpucheck.frameworks.DEFAULT``, which a test holds equal).
 DEFAULT_FRAMEWORK = "tensorflow"
 

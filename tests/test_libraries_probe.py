@@ -113,3 +113,8 @@ def test_the_libraries_tensorflow_registers_no_gpu_without(tmp_path: Path, monke
         (tmp_path / name).unlink()
     monkeypatch.setenv("LD_PRELOAD", str(tmp_path / "elsewhere" / "libcudart.so.12"))
     assert probe.registers_no_gpu_without() == ()
+    # Without ldconfig's cache (no ldconfig, or it failed), what only /etc/ld.so.cache lists would look missing.
+    monkeypatch.delenv("LD_PRELOAD")
+    assert probe.registers_no_gpu_without() == REGISTERS_NO_GPU_WITHOUT
+    monkeypatch.setattr(probe, "ldconfig_cache", dict)
+    assert probe.registers_no_gpu_without() == ()

@@ -82,7 +82,10 @@ def test_a_busy_gpu_is_its_compute_mode_where_nvml_did_not_say() -> None:
         (f,) = placement_rules(facts, TORCH)
         assert f.evidence["error"] == said and f.layer == "visibility"
     # Where NVML names the compute mode and the process holding the GPU, its finding stands alone.
-    busy = steps(runs=(TorchOpRun("cuda:0", None, None, BUSY_100691),), checks=(), training=())
+    # (its numerics and training step, asked of the same refused GPU, raise the same words and add nothing).
+    busy = steps(runs=(TorchOpRun("cuda:0", None, None, BUSY_100691),),
+                 checks=(_check(exception=BUSY_100691), _check("conv2d", exception=BUSY_100691)),
+                 training=(_run(exception=BUSY_100691),))
     nvml = busy.nvml.facts
     assert isinstance(nvml, NvmlFacts)
     # Exclusive_Process (3) with process 4242 on it, as nvidia-smi shows the T4s of pytorch/pytorch#100691.
@@ -124,6 +127,17 @@ def test_a_training_step_off_on_one_gpu_or_split_over_two() -> None:
         ("placement-failed", "training step on cuda:0 and cuda:1", "blocker")]
 
 
+def test_a_child_that_dies_in_the_memory_fraction_step_is_the_resources_layers() -> None:
+    """The fraction step runs after every placement step: a child that dies there is no placement finding."""
+    died = ChildExit("ok", None, "SIGSEGV", 9.0, (), "memory fraction on cuda:0: 512 MiB past a 256 MiB cap", None)
+    facts = replace_facts(steps(checks=(), training=(), exit_=died), TORCH,
+                          torch_fraction=ProbeOutcome("torch", died, TorchFractionFacts((), "native")))
+    assert placement_rules(facts, TORCH) == []
+    (f,) = resources_rules(facts, TORCH)
+    assert (f.id, f.severity.value, f.subject) == ("memory-config-failed", "degraded", "memory fraction on cuda:0")
+    assert "died (SIGSEGV)" in f.summary
+
+
 def test_a_child_that_dies_or_overruns_in_a_step() -> None:
     died = ChildExit("ok", None, "SIGSEGV", 9.0, ("Segmentation fault",), "numerics on cuda:0: conv2d in float32", None)
     (f,) = placement_rules(steps(checks=(), training=(), exit_=died), TORCH)
@@ -142,9 +156,10 @@ SAID_ASYNC = 'OutOfMemoryError: Allocation on device 0 would exceed allowed memo
 
 
 def _fraction(over_refused: bool | None, under_granted: bool | None = True, error: str | None = None,
-              said: str | None = None) -> MemoryFraction:
+              said: str | None = None, failed_at: str | None = None) -> MemoryFraction:
     # A 256 MiB cap on that H200 (the fraction its child set: 0.0017882597429813207).
-    return MemoryFraction("cuda:0", 0.0017882597429813207, 256, 64, 512, under_granted, over_refused, said, error)
+    return MemoryFraction("cuda:0", 0.0017882597429813207, 256, 64, 512, under_granted, over_refused, said, error,
+                          failed_at)
 
 
 def with_fraction(*fractions: MemoryFraction, backend: str = "native") -> Facts:
@@ -164,8 +179,13 @@ def test_a_memory_fraction_that_does_not_bound_the_process_is_memory_config_fail
     assert "a 512 MiB tensor was made past its 256 MiB cap" in f.summary and f.evidence["backend"] == "cudaMallocAsync"
     assert resources_rules(with_fraction(_fraction(None, under_granted=False)), TORCH) == []
     refused = "RuntimeError: invalid fraction"
-    (g,) = resources_rules(with_fraction(_fraction(None, None, refused)), TORCH)
-    assert g.id == "memory-config-failed" and f"torch refused it: {refused}" in g.summary
+    (g,) = resources_rules(with_fraction(_fraction(None, None, refused, failed_at="set")), TORCH)
+    assert g.id == "memory-config-failed" and f"torch would not set it: {refused}" in g.summary
+    # An allocation that failed otherwise, or a refusal for want of free memory (no "allowed" in torch's words: the
+    # child leaves over_refused None), judges nothing.
+    illegal = "AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert resources_rules(with_fraction(_fraction(None, True, illegal, failed_at="allocate")), TORCH) == []
+    assert resources_rules(with_fraction(_fraction(None, said="OutOfMemoryError: CUDA out of memory.")), TORCH) == []
 
 
 def test_the_steps_check_their_checks_on_the_cpu_with_real_torch(torch_python: Path, tmp_path: Path) -> None:

@@ -251,7 +251,8 @@ def numerical_mismatch(device: str, items: Sequence[NumericResult]) -> Finding |
         summary=f"{device} computes wrong results: "
         + ", ".join(f"{c.op} in {c.precision}" for c in wrong) + " disagree with the float64 CPU reference.",
         cause="On fresh random inputs, " + "; ".join(
-            f"{c.op} ({c.shape}, {c.precision}) on {c.ran_on} is off by {c.error:.3g} (tolerance {c.tolerance:g})"
+            f"{c.op} ({c.shape}, {c.precision}) on {c.ran_on} is off by "
+            f"{format(c.error, '.3g') if c.error is not None else 'an unknown amount'} (tolerance {c.tolerance:g})"
             for c in wrong
         ) + ". A GPU that returns wrong numbers is faulty (memory errors, overclocking, a driver or library bug), not slow.",
         remedy="Check ECC errors and clocks (`nvidia-smi -q -d ECC,CLOCK`), run `compute-sanitizer` or the vendor's "

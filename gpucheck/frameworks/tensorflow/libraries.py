@@ -379,8 +379,8 @@ def registers_no_gpu_without() -> tuple[str, ...]:
     TryDlopenCUDALibraries list) that the loader's search for TensorFlow finds no file of, by soname: where one is
     missing, ``import tensorflow`` would say "Cannot dlopen some GPU libraries" and list no GPU. A child that only
     configures TensorFlow's GPUs asks this before paying for the import. Empty where it cannot be told without
-    TensorFlow: not found or not a CUDA build (the import says why), or libraries preloaded (``LD_PRELOAD``,
-    ``/etc/ld.so.preload``), which ``dlopen`` takes by soname wherever their files lie."""
+    TensorFlow: not found or not a CUDA build (the import says why), libraries preloaded (``LD_PRELOAD``,
+    ``/etc/ld.so.preload``), which ``dlopen`` takes by soname wherever their files lie, or no ldconfig cache to read."""
     if os.environ.get("LD_PRELOAD", "").strip() or os.path.exists("/etc/ld.so.preload"):
         return ()
     location, _problem = locate_framework()
@@ -396,6 +396,8 @@ def registers_no_gpu_without() -> tuple[str, ...]:
         return ()
     order = search_order(location)
     cache = ldconfig_cache()
+    if not cache:
+        return ()  # ldconfig missing or refused: what only /etc/ld.so.cache lists would look missing
     entries = knowledge.libraries_for(cuda_version, str(build_info.get("cudnn_version") or "") or None)
     return tuple(e["soname"] for e in entries if e.get("required") and resolve(e["soname"], order, cache)[0] is None)
 

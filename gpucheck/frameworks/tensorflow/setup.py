@@ -27,7 +27,8 @@ from gpucheck.frameworks.tensorflow.common import (
 )
 from gpucheck.frameworks.tensorflow.facts import TfDevice, TfSetupFacts
 from gpucheck.probes.nvml import GpuHeadroom, memory_snapshot
-from gpucheck.protocol import INIT_SECTION, deep_from_env
+from gpucheck.protocol import INIT_SECTION
+from gpucheck.settings import deep_from_env
 
 #: The key of the set-up's facts in the TensorFlow child's JSON (and their ``Facts`` field).
 SETUP_KEY = "tf_setup"

@@ -122,8 +122,9 @@ class TorchFacts:
 
 #: The ``Facts.units`` fields of the placement layer's steps in the PyTorch child (``gpucheck.frameworks.torch.placement``).
 PLACEMENT_FIELD, NUMERICS_FIELD, TRAINING_FIELD = "torch_placement", "torch_numerics", "torch_training"
-#: The ``Facts.units`` field of the resources layer's step in the PyTorch child (``gpucheck.frameworks.torch.fraction``).
-FRACTION_FIELD = "torch_fraction"
+#: The ``Facts.units`` field of the resources layer's step in the PyTorch child (``gpucheck.frameworks.torch.fraction``),
+#: and how its stages begin (a child that dies or overruns there is that step's, not the placement layer's).
+FRACTION_FIELD, FRACTION_STAGE = "torch_fraction", "memory fraction on"
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,15 @@ class MemoryFraction:
     over_mib: int
     #: The tensor under the cap was made (False: torch refused it, so memory is held elsewhere: not judged).
     under_granted: bool | None
-    #: The tensor past the cap was refused with torch's out-of-memory error (False: made, the cap does not hold).
+    #: The tensor past the cap was refused with torch's out-of-memory error naming what is allowed (False: made, the cap
+    #: does not hold; None: not tried, or refused for want of free memory rather than by the cap: not judged).
     over_refused: bool | None
-    #: torch's words where it refused a tensor, or an error that stopped the check.
+    #: torch's words where it refused a tensor.
     said: str | None = None
+    #: What stopped the check, and where: "set" (torch would not set the fraction: it cannot bound the process) or
+    #: "allocate" (an error other than out-of-memory making a tensor: nothing judged).
     error: str | None = None
+    failed_at: str | None = None
 
 
 @dataclass(frozen=True)

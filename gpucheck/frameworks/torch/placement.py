@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,8 @@ from gpucheck.frameworks.torch.facts import (
     TorchTrainingFacts,
     TorchTrainingRun,
 )
-from gpucheck.protocol import deep_from_env, stage
+from gpucheck.protocol import stage
+from gpucheck.settings import deep_from_env
 
 #: The share of --gpucheck-timeout each part of a step may take, and its least.
 STEP_SHARE = 0.5
@@ -69,6 +71,7 @@ def set_up(timeout: float) -> Generator[tuple[Any, float | None], None, TorchCon
     """The devices the steps run on: every GPU torch can use, else the CPU under --gpucheck-deep, else none (no step
     runs). It writes no facts of its own: the framework facts already list the devices."""
     torch: Any = importlib.import_module("torch")
+    stage("placement: the GPUs torch can use")
     count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
     devices = tuple(f"cuda:{i}" for i in range(count))
     capability: dict[str, tuple[int, int] | None] = {}
@@ -244,7 +247,9 @@ def training(torch: Any, devices: tuple[str, ...]) -> TorchTrainingRun:
                 _synchronize(torch, dev)
     except Exception as exc:  # noqa: BLE001 - a step that cannot run is the fact
         return TorchTrainingRun(devices, False, None, TRAINING_TOLERANCE, None, reference_loss, error_text(exc))
-    err = max(float((a - r).abs().max()) / max(float(r.abs().max()), 1e-12) for a, r in zip(after, reference, strict=True))
+    errors = [float((a - r).abs().max()) / max(float(r.abs().max()), 1e-12) for a, r in zip(after, reference, strict=True)]
+    # A NaN anywhere is the result (max() would pass over one that is not first), and fails the comparison.
+    err = next((e for e in errors if not math.isfinite(e)), max(errors))
     return TorchTrainingRun(devices, err <= TRAINING_TOLERANCE, err, TRAINING_TOLERANCE, loss, reference_loss)
 
 

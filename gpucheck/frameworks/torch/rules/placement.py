@@ -14,6 +14,7 @@ import re
 
 from gpucheck.facts import ChildExit, Facts, facts_of
 from gpucheck.frameworks.torch.facts import (
+    FRACTION_STAGE,
     TorchNumericCheck,
     TorchOpRun,
     TorchTrainingRun,
@@ -44,8 +45,10 @@ def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
     for run in placement.runs if placement is not None else ():
         found = _placement(run, nvml_said)
         if found is not None:
-            refused.add(run.device)
             out.append(found)
+        if found is not None or run.exception is not None:
+            # Named once (or by NVML's compute mode): its numerics and training fail the same way.
+            refused.add(run.device)
     numerics = facts_of(numerics_facts(facts))
     out.extend(_numerics(tuple(c for c in (numerics.checks if numerics else ()) if c.device not in refused)))
     training = facts_of(training_facts(facts))
@@ -62,6 +65,8 @@ def _step_died(exit_: ChildExit, settings: Settings) -> list[Finding]:
     overran = exit_.status == "timeout" or exit_.returncode == DEADLINE_EXIT
     if exit_.status not in ("ok", "timeout") or not (died or overran):
         return []
+    if (exit_.last_stage or "").startswith(FRACTION_STAGE):
+        return []  # the resources step's, after every placement step: the resources rules name it
     where = exit_.last_stage or "the placement step"
     if overran:
         return [

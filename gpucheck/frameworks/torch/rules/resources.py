@@ -9,11 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gpucheck.facts import Facts, facts_of
+from gpucheck.facts import ChildExit, Facts, facts_of
 from gpucheck.frameworks.torch import memory
-from gpucheck.frameworks.torch.facts import AllocatorConfig, MemoryFraction, TorchFacts, fraction_facts, shared_memory
+from gpucheck.frameworks.torch.facts import (
+    FRACTION_STAGE,
+    AllocatorConfig,
+    MemoryFraction,
+    TorchFacts,
+    fraction_facts,
+    shared_memory,
+)
 from gpucheck.frameworks.torch.rules.common import torch_of
 from gpucheck.model import Finding, Severity, finding
+from gpucheck.protocol import DEADLINE_EXIT
+from gpucheck.rules.common import child_evidence
 from gpucheck.settings import Settings
 
 #: Set to 1, NCCL does not use its shared-memory transport (NCCL's environment variables).
@@ -30,21 +39,45 @@ def resources_rules(facts: Facts, settings: Settings) -> list[Finding]:
         return []
     out = [_config_refused(tf, config) for config in tf.allocator if _refused(config)]
     shm = _shm_too_small(tf, facts)
-    measured = facts_of(fraction_facts(facts))
+    outcome = fraction_facts(facts)
+    measured = facts_of(outcome)
     loose = [_fraction_loose(tf, f, measured.backend) for f in measured.fractions if _loose(f)] if measured else []
-    return out + loose + ([shm] if shm is not None else [])
+    died = _fraction_died(outcome.exit) if outcome is not None else None
+    return out + loose + ([died] if died is not None else []) + ([shm] if shm is not None else [])
 
 
 def _loose(f: MemoryFraction) -> bool:
-    """The cap did not hold (the tensor past it was made), or could not be set; never where memory held elsewhere
-    refused the tensor under it."""
-    return f.over_refused is False or (f.error is not None and f.under_granted is not False)
+    """The cap did not hold (the tensor past it was made), or torch would not set it; never where memory held
+    elsewhere refused a tensor, nor where an allocation failed otherwise."""
+    return f.over_refused is False or f.failed_at == "set"
+
+
+def _fraction_died(exit_: ChildExit) -> Finding | None:
+    """The child died or overran its time in the fraction step (the last of its steps): the placement layer's steps
+    were done, and this is the resources layer's (degraded: the fraction could not be seen to hold)."""
+    died = exit_.signal is not None or (exit_.returncode is not None and exit_.returncode != 0)
+    overran = exit_.status == "timeout" or exit_.returncode == DEADLINE_EXIT
+    where = exit_.last_stage or ""
+    if exit_.status not in ("ok", "timeout") or not (died or overran) or not where.startswith(FRACTION_STAGE):
+        return None
+    how = "did not finish within its time" if overran else f"died ({exit_.signal or f'exit code {exit_.returncode}'})"
+    return finding(
+        "memory-config-failed",
+        Severity.DEGRADED,
+        summary=f"PyTorch {how} trying set_per_process_memory_fraction, in {where}.",
+        cause=f"torch's child ran its placement steps, then {how} while running `{where}`: a process bounded by a "
+        "memory fraction (gpucheck's --gpucheck-worker-memory, torch_device) may do the same.",
+        remedy="Run the same by hand (`python -c \"import torch; torch.cuda.set_per_process_memory_fraction(0.01, 0); "
+        "torch.empty(2**27, device='cuda')\"`) and read what torch says; check PYTORCH_CUDA_ALLOC_CONF.",
+        evidence=child_evidence(exit_),
+        subject=where.split(": ")[0],
+    )
 
 
 def _fraction_loose(tf: TorchFacts, f: MemoryFraction, backend: str | None) -> Finding:
     """``memory-config-failed`` (degraded: programs run, but processes that share a GPU are not kept to their share)."""
     what = (f"a {f.over_mib} MiB tensor was made past its {f.cap_mib} MiB cap" if f.over_refused is False
-            else f"torch refused it: {f.error}")
+            else f"torch would not set it: {f.error}")
     return finding(
         "memory-config-failed",
         Severity.DEGRADED,

@@ -27,6 +27,7 @@ from gpucheck.frameworks.torch.facts import (
     TorchTrainingFacts,
     TorchTrainingRun,
 )
+from gpucheck.frameworks.torch.fraction import ALLOWED
 from gpucheck.frameworks.torch.rules.placement import placement_rules
 from gpucheck.frameworks.torch.rules.resources import resources_rules
 from gpucheck.model import Finding
@@ -40,6 +41,7 @@ BUSY_100691 = "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or u
 BUSY_2704 = ("RuntimeError: cuda runtime error (46) : all CUDA-capable devices are busy or unavailable at "
              "/opt/conda/conda-bld/pytorch_1502004572321/work/torch/lib/THC/generic/THCStorage.cu:66")
 PLACED = TorchOpRun("cuda:0", "cuda:0", "cuda:0")
+LOGS = Path(__file__).parent / "logs" / "torch"
 
 
 def _check(op: str = "matmul", precision: str = "float32", error: float = 3e-7, tolerance: float = 1e-5,
@@ -181,6 +183,13 @@ def test_a_memory_fraction_that_does_not_bound_the_process_is_memory_config_fail
     refused = "RuntimeError: invalid fraction"
     (g,) = resources_rules(with_fraction(_fraction(None, None, refused, failed_at="set")), TORCH)
     assert g.id == "memory-config-failed" and f"torch would not set it: {refused}" in g.summary
+    # The child takes a refusal for the cap's only where torch's words say what is allowed: both of the H200's do, and
+    # a GPU out of free memory does not (torch 2.x's words in a public report, tests/logs/torch/
+    # generateu-10-oom-process-in-use.log).
+    assert ALLOWED.search(SAID_NATIVE) and ALLOWED.search(SAID_ASYNC)
+    full = next(line for line in (LOGS / "generateu-10-oom-process-in-use.log").read_text().splitlines()
+                if "CUDA out of memory" in line)
+    assert "Process 20398 has 14.52 GiB memory in use" in full and not ALLOWED.search(full)
     # An allocation that failed otherwise, or a refusal for want of free memory (no "allowed" in torch's words: the
     # child leaves over_refused None), judges nothing.
     illegal = "AcceleratorError: CUDA error: an illegal memory access was encountered"

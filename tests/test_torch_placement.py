@@ -233,3 +233,28 @@ def test_the_steps_check_their_checks_on_the_cpu_with_real_torch(torch_python: P
         assert not [f for f in data["findings"] if f["layer"] == "placement"], data["findings"]
         # The CPU has no memory fraction: the resources step has nothing to bound there.
         assert facts["torch_fraction"]["facts"] == {"fractions": [], "backend": None, "errors": {}}
+
+
+#: The training step with its two layers on two devices, run by the real wheel: on this host both are the CPU, so the
+#: split's own code (the hidden layer moved to the second device, the classes with it) runs as it does on two GPUs.
+SPLIT = """
+import json, torch
+from gpucheck.frameworks.torch import placement
+run = placement.training(torch, ("cpu", "cpu"))
+print(json.dumps({"ok": run.ok, "error": run.error, "devices": run.devices, "loss": run.loss,
+                  "reference_loss": run.reference_loss, "exception": run.exception}))
+"""
+
+
+def test_the_split_training_step_agrees_with_float64_in_the_real_wheel(torch_python: Path, tmp_path: Path) -> None:
+    """The step a machine with two GPUs runs split over them (``placement.training`` with two devices), in the real
+    torch CPU wheel: its weights after one SGD step agree with the float64 reference, and its loss with the
+    reference's (the lent H200 had one GPU, so the split has not run on GPUs yet: docs/pytorch.md)."""
+    env = checkout_environment(tmp_path / "site")
+    done = subprocess.run([str(torch_python), "-c", SPLIT], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    assert run["devices"] == ["cpu", "cpu"] and run["exception"] is None, run
+    assert run["ok"] and 0 < run["error"] <= 1e-4, run
+    assert abs(run["loss"] - run["reference_loss"]) < 1e-5, run

@@ -526,6 +526,50 @@ def facts_of(outcome: ProbeOutcome[T] | None) -> T | None:
     return outcome.facts if outcome is not None else None
 
 
+class Field(Generic[T]):
+    """A field of ``Facts.units`` a unit fills, read as its probe outcome (None where this run has none): a unit's typed
+    accessor, ``placement = Field("placement", PlacementFacts)`` then ``placement(facts)``."""
+
+    def __init__(self, name: str, cls: type[T]) -> None:
+        self.name = name
+        self.cls = cls
+
+    def __call__(self, facts: Facts) -> ProbeOutcome[T] | None:
+        return typing.cast("ProbeOutcome[T] | None", facts.unit(self.name))
+
+
+@dataclass(frozen=True)
+class NumericCheck:
+    """One computation on a device against a float64 CPU reference (fresh random inputs), as each framework's numerics
+    step records it."""
+
+    device: str
+    #: "matmul", "conv2d" (cuDNN on a GPU), a sum ("reduce_sum" in TensorFlow's, "sum" in PyTorch's).
+    op: str
+    #: "float32" (TF32 off), "tensorfloat32", "float16", "bfloat16".
+    precision: str
+    ok: bool
+    ran_on: str | None
+    #: max |result - reference| / max |reference| (for a sum: / sum |x|).
+    error: float | None
+    tolerance: float
+    exception: str | None
+    shape: str
+
+
+#: The tolerances of the numerics steps' matmuls and convolution: max |result - reference| / max |reference|, fit for
+#: each precision (inputs rounded to it, accumulation in float32). On this project's build machine's CPU the errors are
+#: about 6e-7 (float32 matmul), 5e-4 (float16), 4e-3 (bfloat16), 3e-7 (conv2d); the margins leave room for the other
+#: summation orders of cuBLAS / cuDNN algorithms, while a wrong result is off by order 1. Each framework adds its sum.
+NUMERIC_TOLERANCE: dict[tuple[str, str], float] = {
+    ("matmul", "float32"): 1e-5,
+    ("matmul", "tensorfloat32"): 1e-2,
+    ("matmul", "float16"): 1e-2,
+    ("matmul", "bfloat16"): 3e-2,
+    ("conv2d", "float32"): 1e-4,
+}
+
+
 def to_json(obj: Any) -> Any:
     """Dataclasses to plain JSON data (tuples become lists)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):

@@ -16,11 +16,10 @@ import json
 import subprocess
 from pathlib import Path
 
-from gpucheck.facts import ChildExit, CudaCall, Facts, NvmlFacts, NvmlGpu, NvmlProcess, ProbeOutcome
+from gpucheck.facts import ChildExit, CudaCall, Facts, NumericCheck, NvmlFacts, NvmlGpu, NvmlProcess, ProbeOutcome
 from gpucheck.frameworks.torch.facts import (
     MemoryFraction,
     TorchFractionFacts,
-    TorchNumericCheck,
     TorchNumericsFacts,
     TorchOpRun,
     TorchPlacementFacts,
@@ -45,9 +44,9 @@ LOGS = Path(__file__).parent / "logs" / "torch"
 
 
 def _check(op: str = "matmul", precision: str = "float32", error: float = 3e-7, tolerance: float = 1e-5,
-           device: str = "cuda:0", exception: str | None = None) -> TorchNumericCheck:
+           device: str = "cuda:0", exception: str | None = None) -> NumericCheck:
     ok = exception is None and error <= tolerance
-    return TorchNumericCheck(device, op, precision, ok, None if exception else device, None if exception else error,
+    return NumericCheck(device, op, precision, ok, None if exception else device, None if exception else error,
                              tolerance, exception, "256x256 @ 256x256")
 
 
@@ -56,7 +55,7 @@ def _run(devices: tuple[str, ...] = ("cuda:0",), error: float = 8e-8, exception:
     return TorchTrainingRun(devices, ok, None if exception else error, 1e-4, 2.45, 2.45, exception)
 
 
-def steps(runs: tuple[TorchOpRun, ...] = (PLACED,), checks: tuple[TorchNumericCheck, ...] = (_check(),),
+def steps(runs: tuple[TorchOpRun, ...] = (PLACED,), checks: tuple[NumericCheck, ...] = (_check(),),
           training: tuple[TorchTrainingRun, ...] = (_run(),), exit_: ChildExit = OK_EXIT) -> Facts:
     """A machine whose torch sees its GPU, with the steps' facts."""
     facts = machine(cuda_build(), exit_=exit_)

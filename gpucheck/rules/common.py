@@ -7,9 +7,9 @@ import os.path
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from gpucheck.facts import ChildExit, Facts, NvmlGpu, PciDevice
+from gpucheck.facts import ChildExit, Facts, NumericCheck, NvmlGpu, PciDevice
 from gpucheck.model import Finding, Severity, finding
 
 #: cuInit's CUDA_ERROR_NO_DEVICE: the driver layer and the visibility layer both read it.
@@ -218,28 +218,7 @@ def _diagnosis_incomplete(name: str, exit_: ChildExit) -> Finding:
     )
 
 
-class NumericResult(Protocol):
-    """One computation on a device against a float64 CPU reference, as each framework's numerics step records it."""
-
-    @property
-    def op(self) -> str: ...
-    @property
-    def precision(self) -> str: ...
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def ran_on(self) -> str | None: ...
-    @property
-    def error(self) -> float | None: ...
-    @property
-    def tolerance(self) -> float: ...
-    @property
-    def exception(self) -> str | None: ...
-    @property
-    def shape(self) -> str: ...
-
-
-def numerical_mismatch(device: str, items: Sequence[NumericResult]) -> Finding | None:
+def numerical_mismatch(device: str, items: Sequence[NumericCheck]) -> Finding | None:
     """``numerical-mismatch`` for ``device`` where any of its checks computed a result outside its tolerance; None
     where none did. Every check of the device is in the evidence."""
     wrong = [c for c in items if not c.ok and c.exception is None]
@@ -263,3 +242,31 @@ def numerical_mismatch(device: str, items: Sequence[NumericResult]) -> Finding |
         ]},
         subject=device,
     )
+
+
+def numeric_raised(framework: str, device: str, c: NumericCheck, remedy: str) -> Finding:
+    """``placement-failed`` for a numerics check that raised on ``device`` (``framework`` as its words name it)."""
+    return finding(
+        "placement-failed",
+        Severity.BLOCKER,
+        summary=f"{c.op} in {c.precision} cannot run on {device}.",
+        cause=f"{framework} raised while running {c.op} ({c.shape}) on {device}: {c.exception}",
+        remedy=remedy,
+        evidence={"device": device, "op": c.op, "precision": c.precision, "error": c.exception},
+        subject=f"{c.op} on {device}",
+    )
+
+
+def numerics_findings(framework: str, checks: Sequence[NumericCheck], remedy: str) -> list[Finding]:
+    """A framework's numerics step judged, device by device: ``numerical-mismatch`` where results are off, and
+    ``placement-failed`` for each check that raised (``remedy`` says what a raising check needs, in its terms)."""
+    out: list[Finding] = []
+    by_device: dict[str, list[NumericCheck]] = {}
+    for c in checks:
+        by_device.setdefault(c.device, []).append(c)
+    for device, items in by_device.items():
+        mismatch = numerical_mismatch(device, items)
+        if mismatch is not None:
+            out.append(mismatch)
+        out.extend(numeric_raised(framework, device, c, remedy) for c in items if c.exception is not None)
+    return out

@@ -6,13 +6,10 @@ memory probes saw, as frozen dataclasses that round-trip through JSON (``gpuchec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any
 
-from gpucheck.facts import Facts, ProbeOutcome
+from gpucheck.facts import Field, NumericCheck
 from gpucheck.protocol import INIT_SECTION
-
-T = TypeVar("T")
-
 
 
 @dataclass(frozen=True)
@@ -160,24 +157,6 @@ class TrainingStepPlacement:
     placed_ops: int
     on_gpu: int
     fallbacks: tuple[FallbackOp, ...]
-
-
-@dataclass(frozen=True)
-class NumericCheck:
-    """One computation on a device against a float64 CPU reference (fresh random inputs)."""
-
-    device: str
-    #: "matmul", "conv2d" (cuDNN on a GPU), "reduce_sum".
-    op: str
-    #: "float32", "tensorfloat32", "float16", "bfloat16".
-    precision: str
-    ok: bool
-    ran_on: str | None
-    #: max |result - reference| / max |reference| (for a sum: / sum |x|).
-    error: float | None
-    tolerance: float
-    exception: str | None
-    shape: str
 
 
 @dataclass(frozen=True)
@@ -346,17 +325,6 @@ class MemoryConfigFacts:
 
 
 # --- where they are in the facts ------------------------------------------------------
-
-
-class Field(Generic[T]):
-    """A field of ``Facts.units`` this unit fills, read as its probe outcome (None where this run has none)."""
-
-    def __init__(self, name: str, cls: type[T]) -> None:
-        self.name = name
-        self.cls = cls
-
-    def __call__(self, facts: Facts) -> ProbeOutcome[T] | None:
-        return cast("ProbeOutcome[T] | None", facts.unit(self.name))
 
 
 framework = Field("framework", FrameworkFacts)

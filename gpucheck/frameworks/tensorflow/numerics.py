@@ -9,22 +9,13 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
+from gpucheck.facts import NUMERIC_TOLERANCE, NumericCheck
 from gpucheck.frameworks.tensorflow.common import error_text, fresh, rel_error, section, tf32_off
-from gpucheck.frameworks.tensorflow.facts import NumericCheck, NumericsFacts
+from gpucheck.frameworks.tensorflow.facts import NumericsFacts
 from gpucheck.frameworks.tensorflow.setup import TfContext
 
-#: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to
-#: it, accumulation in float32). On this host's CPU the errors are about 6e-7 (float32 matmul), 5e-4
-#: (float16), 4e-3 (bfloat16), 3e-7 (conv2d), 5e-10 (2^20-element sum); the margins leave room for the
-#: other summation orders of cuBLAS / cuDNN algorithms, while a wrong result is off by order 1.
-TOLERANCE = {
-    ("matmul", "float32"): 1e-5,
-    ("matmul", "tensorfloat32"): 1e-2,
-    ("matmul", "float16"): 1e-2,
-    ("matmul", "bfloat16"): 3e-2,
-    ("conv2d", "float32"): 1e-4,
-    ("reduce_sum", "float32"): 1e-4,
-}
+#: Tolerances (``gpucheck.facts.NUMERIC_TOLERANCE``), and the 2^20-element sum's: about 5e-10 on this host's CPU.
+TOLERANCE = {**NUMERIC_TOLERANCE, ("reduce_sum", "float32"): 1e-4}
 
 
 class _Checks:

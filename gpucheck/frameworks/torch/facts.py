@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
-from gpucheck.facts import Facts, ProbeOutcome
+from gpucheck.facts import Facts, Field, NumericCheck, ProbeOutcome
 
 #: The ``Facts.units`` field the PyTorch child fills (and its probe's name).
 FIELD = "torch"
@@ -171,24 +171,6 @@ class TorchOpRun:
 
 
 @dataclass(frozen=True)
-class TorchNumericCheck:
-    """One computation on a device against a float64 CPU reference (fresh random inputs)."""
-
-    device: str
-    #: "matmul", "conv2d" (cuDNN on a GPU), "sum".
-    op: str
-    #: "float32" (TF32 off), "tensorfloat32", "float16", "bfloat16".
-    precision: str
-    ok: bool
-    ran_on: str | None
-    #: max |result - reference| / max |reference| (for a sum: / sum |x|).
-    error: float | None
-    tolerance: float
-    exception: str | None
-    shape: str
-
-
-@dataclass(frozen=True)
 class TorchTrainingRun:
     """One SGD step of a small network on ``devices`` (two: its layers split between them), against the same step in
     float64 on the CPU from the same weights and data."""
@@ -212,7 +194,7 @@ class TorchPlacementFacts:
 
 @dataclass(frozen=True)
 class TorchNumericsFacts:
-    checks: tuple[TorchNumericCheck, ...]
+    checks: tuple[NumericCheck, ...]
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -232,17 +214,8 @@ def shared_memory(facts: Facts) -> SharedMemory | None:
     return cast("SharedMemory | None", facts.unit(SHM_FIELD))
 
 
-def placement_facts(facts: Facts) -> ProbeOutcome[TorchPlacementFacts] | None:
-    return cast("ProbeOutcome[TorchPlacementFacts] | None", facts.unit(PLACEMENT_FIELD))
-
-
-def numerics_facts(facts: Facts) -> ProbeOutcome[TorchNumericsFacts] | None:
-    return cast("ProbeOutcome[TorchNumericsFacts] | None", facts.unit(NUMERICS_FIELD))
-
-
-def training_facts(facts: Facts) -> ProbeOutcome[TorchTrainingFacts] | None:
-    return cast("ProbeOutcome[TorchTrainingFacts] | None", facts.unit(TRAINING_FIELD))
-
-
-def fraction_facts(facts: Facts) -> ProbeOutcome[TorchFractionFacts] | None:
-    return cast("ProbeOutcome[TorchFractionFacts] | None", facts.unit(FRACTION_FIELD))
+#: The steps' facts, each read as its outcome in the PyTorch child.
+placement_facts = Field(PLACEMENT_FIELD, TorchPlacementFacts)
+numerics_facts = Field(NUMERICS_FIELD, TorchNumericsFacts)
+training_facts = Field(TRAINING_FIELD, TorchTrainingFacts)
+fraction_facts = Field(FRACTION_FIELD, TorchFractionFacts)

@@ -22,8 +22,8 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpucheck.facts import NUMERIC_TOLERANCE, NumericCheck
 from gpucheck.frameworks.torch.facts import (
-    TorchNumericCheck,
     TorchNumericsFacts,
     TorchOpRun,
     TorchPlacementFacts,
@@ -36,16 +36,8 @@ from gpucheck.settings import deep_from_env
 #: The share of --gpucheck-timeout each part of a step may take, and its least.
 STEP_SHARE = 0.5
 MIN_STEP_BUDGET = 10.0
-#: Tolerances: max |result - reference| / max |reference|, fit for each precision (inputs rounded to it, accumulation
-#: in float32), as TensorFlow's numerics step has them; a wrong result is off by order 1.
-TOLERANCE = {
-    ("matmul", "float32"): 1e-5,
-    ("matmul", "tensorfloat32"): 1e-2,
-    ("matmul", "float16"): 1e-2,
-    ("matmul", "bfloat16"): 3e-2,
-    ("conv2d", "float32"): 1e-4,
-    ("sum", "float32"): 1e-4,
-}
+#: The numerics' tolerances, TensorFlow's (``gpucheck.facts.NUMERIC_TOLERANCE``), with the 2^20-element sum's.
+TOLERANCE = {**NUMERIC_TOLERANCE, ("sum", "float32"): 1e-4}
 #: One SGD step in float32 (TF32 off) against float64: the weights after it agree to about 1e-7 on a CPU.
 TRAINING_TOLERANCE = 1e-4
 
@@ -138,10 +130,10 @@ def _fresh(torch: Any, generator: Any, *shape: int) -> Any:
             return t
 
 
-def numerics(torch: Any, device: str, cc: tuple[int, int] | None) -> list[TorchNumericCheck]:
+def numerics(torch: Any, device: str, cc: tuple[int, int] | None) -> list[NumericCheck]:
     generator = torch.Generator().manual_seed(int(torch.randint(1 << 30, ()).item()))
     is_gpu = device.startswith("cuda")
-    out: list[TorchNumericCheck] = []
+    out: list[NumericCheck] = []
 
     def check(op: str, precision: str, shape: str, fn: Callable[[], tuple[Any, float]]) -> None:
         tol = TOLERANCE[(op, "float32" if precision == "tensorfloat32" and op != "matmul" else precision)]
@@ -149,9 +141,9 @@ def numerics(torch: Any, device: str, cc: tuple[int, int] | None) -> list[TorchN
         try:
             result, err = fn()
             _synchronize(torch, device)
-            out.append(TorchNumericCheck(device, op, precision, err <= tol, str(result.device), err, tol, None, shape))
+            out.append(NumericCheck(device, op, precision, err <= tol, str(result.device), err, tol, None, shape))
         except Exception as exc:  # noqa: BLE001 - an op that cannot run is a fact too
-            out.append(TorchNumericCheck(device, op, precision, False, None, None, tol, error_text(exc), shape))
+            out.append(NumericCheck(device, op, precision, False, None, None, tol, error_text(exc), shape))
 
     a, b = _fresh(torch, generator, 256, 256), _fresh(torch, generator, 256, 256)
     ref = a @ b
@@ -197,7 +189,7 @@ def numerics(torch: Any, device: str, cc: tuple[int, int] | None) -> list[TorchN
 
 def numerics_step(ctx: TorchContext, timeout: float) -> Iterator[tuple[TorchNumericsFacts, float | None]]:
     """The numerics of each device (``Unit.steps``): the facts after each."""
-    found: list[TorchNumericCheck] = []
+    found: list[NumericCheck] = []
     errors: dict[str, str] = {}
     yield TorchNumericsFacts(()), ctx.budget
     for dev in ctx.devices:

@@ -19,7 +19,6 @@ from gpucheck.frameworks.tensorflow import facts as tff
 from gpucheck.frameworks.tensorflow.facts import (
     GpuMemory,
     MultiDeviceRun,
-    NumericCheck,
     OpRun,
     TfSetupFacts,
     TrainingStepPlacement,
@@ -28,7 +27,7 @@ from gpucheck.frameworks.tensorflow.facts import (
 from gpucheck.frameworks.tensorflow.rules.memory import malloc_async_failed
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT, INIT_SECTION
-from gpucheck.rules.common import child_evidence, numerical_mismatch
+from gpucheck.rules.common import child_evidence, numerics_findings
 from gpucheck.settings import Settings
 
 #: XLA's messages when ptxas or libdevice is missing (xla/service/gpu/nvptx_compiler.cc,
@@ -100,7 +99,7 @@ def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
             xla = facts_of(tff.xla(facts))
             out.extend(_hard_placement(setup, runs, placement.soft_placement_default if placement else None))
             out.extend(_soft_placement(setup, runs, training.run if training is not None else None))
-            out.extend(_numerics(numerics.checks if numerics is not None else ()))
+            out.extend(numerics_findings("TensorFlow", numerics.checks if numerics is not None else (), CONV_REMEDY))
             out.extend(_multi_device(multi.run if multi is not None else None, "the placement step"))
             out.extend(_xla(xla.runs if xla is not None else (), setup.env))
     out.extend(_advice(facts, setup))
@@ -340,32 +339,9 @@ def _soft_placement(
 # --- numerics ---------------------------------------------------------------------------------------
 
 
-def _numerics(checks: tuple[NumericCheck, ...]) -> list[Finding]:
-    out: list[Finding] = []
-    by_device: dict[str, list[NumericCheck]] = {}
-    for c in checks:
-        by_device.setdefault(c.device, []).append(c)
-    for device, items in by_device.items():
-        raised = [c for c in items if c.exception is not None]
-        mismatch = numerical_mismatch(device, items)
-        if mismatch is not None:
-            out.append(mismatch)
-        for c in raised:
-            out.append(
-                finding(
-                    "placement-failed",
-                    Severity.BLOCKER,
-                    summary=f"{c.op} in {c.precision} cannot run on {device}.",
-                    cause=f"TensorFlow raised while running {c.op} ({c.shape}) on {device}: {c.exception}",
-                    remedy=(
-                        "For a convolution, cuDNN must load (`pip install \"tensorflow[and-cuda]\"` brings it); read the "
-                        "error in the evidence for the library or kernel it names."
-                    ),
-                    evidence={"device": device, "op": c.op, "precision": c.precision, "error": c.exception},
-                    subject=f"{c.op} on {device}",
-                )
-            )
-    return out
+#: What a numerics check that raised needs (``rules.common.numeric_raised``).
+CONV_REMEDY = ("For a convolution, cuDNN must load (`pip install \"tensorflow[and-cuda]\"` brings it); read the error in "
+               "the evidence for the library or kernel it names.")
 
 
 def _multi_device(run: MultiDeviceRun | None, where: str) -> list[Finding]:

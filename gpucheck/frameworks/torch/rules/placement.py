@@ -15,7 +15,6 @@ import re
 from gpucheck.facts import ChildExit, Facts, facts_of
 from gpucheck.frameworks.torch.facts import (
     FRACTION_STAGE,
-    TorchNumericCheck,
     TorchOpRun,
     TorchTrainingRun,
     numerics_facts,
@@ -25,10 +24,13 @@ from gpucheck.frameworks.torch.facts import (
 )
 from gpucheck.model import Finding, Severity, finding
 from gpucheck.protocol import DEADLINE_EXIT
-from gpucheck.rules.common import child_evidence, numerical_mismatch
+from gpucheck.rules.common import child_evidence, numerics_findings
 from gpucheck.rules.nvml import answered, compute_blocked
 from gpucheck.settings import Settings
 
+#: What a check that raised needs (``rules.common.numeric_raised``).
+CONV_REMEDY = ("For a convolution, cuDNN must load (the nvidia-cudnn wheel torch's CUDA build brings); read the error in "
+               "the evidence for the library or kernel it names.")
 #: torch's words (cudaErrorDevicesUnavailable) where a GPU's compute mode keeps this process off it.
 BUSY = re.compile(r"busy or unavailable", re.IGNORECASE)
 
@@ -50,7 +52,8 @@ def placement_rules(facts: Facts, settings: Settings) -> list[Finding]:
             # Named once (or by NVML's compute mode): its numerics and training fail the same way.
             refused.add(run.device)
     numerics = facts_of(numerics_facts(facts))
-    out.extend(_numerics(tuple(c for c in (numerics.checks if numerics else ()) if c.device not in refused)))
+    kept = [c for c in (numerics.checks if numerics else ()) if c.device not in refused]
+    out.extend(numerics_findings("torch", kept, CONV_REMEDY))
     training = facts_of(training_facts(facts))
     for step in training.runs if training is not None else ():
         if not refused.intersection(step.devices):
@@ -141,30 +144,6 @@ def _placement(run: TorchOpRun, nvml_said: bool) -> Finding | None:
             subject=run.device,
         )
     return None
-
-
-def _numerics(checks: tuple[TorchNumericCheck, ...]) -> list[Finding]:
-    out: list[Finding] = []
-    by_device: dict[str, list[TorchNumericCheck]] = {}
-    for c in checks:
-        by_device.setdefault(c.device, []).append(c)
-    for device, items in by_device.items():
-        mismatch = numerical_mismatch(device, items)
-        if mismatch is not None:
-            out.append(mismatch)
-        for c in items:
-            if c.exception is not None:
-                out.append(finding(
-                    "placement-failed",
-                    Severity.BLOCKER,
-                    summary=f"{c.op} in {c.precision} cannot run on {device}.",
-                    cause=f"torch raised while running {c.op} ({c.shape}) on {device}: {c.exception}",
-                    remedy="For a convolution, cuDNN must load (the nvidia-cudnn wheel torch's CUDA build brings); read "
-                    "the error in the evidence for the library or kernel it names.",
-                    evidence={"device": device, "op": c.op, "precision": c.precision, "error": c.exception},
-                    subject=f"{c.op} on {device}",
-                ))
-    return out
 
 
 def _training(run: TorchTrainingRun) -> list[Finding]:

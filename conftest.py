@@ -363,6 +363,33 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: The longest tests, longest first, as measured on the quiet two-core machine (a timeline of a whole run's tests,
+#: wall seconds, docs/measured.md "Stop 44"): run first, so that pytest-xdist hands them out round-robin at the start
+#: and no worker is left with one of them while the others have finished (the suite's tail). A node id that no longer
+#: exists changes nothing; one that is missing here only runs in its place.
+LONGEST_FIRST: tuple[str, ...] = (
+    "tests/test_cluster.py::test_nodes_given_the_cluster_in_different_orders",  # 35 s, mostly a hung task's wait
+    "tests/test_performance.py::test_underperforming_gpus_and_poor_scaling_through_the_full_path",  # 26 s
+    "tests/test_performance.py::test_every_benchmark_runs_on_the_cpu_host",  # 20 s
+    "tests/test_gpu_acceptance.py::test_the_gpu_command_on_this_host",  # 20 s
+    "tests/test_healthy_h100.py::test_healthy_h100_reads_the_same_over_repeated_runs_on_a_loaded_machine",  # 16 s
+    "tests/test_performance.py::test_launch_bound_scaling_is_not_judged",  # 15 s
+    "tests/test_torch_session.py::test_pytorch_benchmarks_on_the_cpu",  # 12 s
+    "tests/test_explain_cli.py::test_a_fifo_no_program_writes_to",  # 10 s, the input's wait
+    "tests/test_hostile_merge.py::test_a_fifo_no_one_writes_to_ends_in_a_sentence",  # 10 s, the input's wait
+    "tests/test_hostile_fuzz.py::test_compare_takes_a_real_benchmark_file_with_any_field_replaced",  # 9 s
+    "tests/test_neighbours.py::test_own_outcomes_and_reasons[distributed]",  # 9 s
+    "tests/test_own_suites.py::test_healthy_h100_runs_the_marked_tests_and_bounds_the_worker_memory",  # 9 s
+    "tests/test_stack_scenarios.py::test_scenario[cuinit-and-nvml-both-hang]",  # 8.5 s, the probes' timeout
+    "tests/test_stack_scenarios.py::test_scenario[cuinit-hangs]",  # 8.5 s
+    "tests/test_nvml_scenarios.py::test_scenario[nvml-hangs-in-a-gpu-query]",  # 8.5 s
+    "tests/test_nvml_scenarios.py::test_scenario_gpu_stack_alone[nvml-hangs-in-a-gpu-query]",  # 8.5 s
+    "tests/test_own_suites.py::test_the_pytorch_sample_skips_then_fails_under_require_with_xdist",  # 8 s
+    "tests/test_neighbours.py::test_own_gpu_selection[zarr]",  # 8 s
+    "tests/test_cluster.py::test_local_parameter_server_smoke_test",  # 8 s
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.rootpath != ROOT:
         return
@@ -370,6 +397,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())) or item.nodeid.startswith(slow_ids):
             item.add_marker(pytest.mark.slow)
+    # Every process of an xdist run sorts alike (the same collection, the same stable sort): xdist checks that.
+    rank = {nodeid: i for i, nodeid in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a run with -p no:xdist does not know it
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (the README's test command) starts one worker more than this process may use CPUs. A fifth of
+    the suite's worker time is spent waiting, not computing: on timeouts it tests (a hung probe, a FIFO no one
+    writes to, a cluster task TensorFlow holds), and on child processes. The extra worker computes meanwhile.
+    Measured on the quiet two-core machine (docs/measured.md): 2 workers 431 to 441 s, 3 workers 402 s, 4 workers
+    412 s. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides where it is set (pytest-xdist's own hook reads it)."""
+    if config.rootpath != ROOT or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return cpus + 1
 
 
 def compile_the_project() -> None:

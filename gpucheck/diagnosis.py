@@ -26,7 +26,7 @@ from gpucheck.layers import checked
 from gpucheck.model import Finding, Severity, finding, raised_action, verdict
 from gpucheck.probes.host import HOST_READ_TIMEOUT_S, probe_environment, probe_hardware_within, probe_kernel_within
 from gpucheck.probes.visibility import probe_visibility
-from gpucheck.protocol import DEEP_ENV, STEPS_ENV, TIMEOUT_ENV
+from gpucheck.protocol import DEEP_ENV, FORKED_ENV, STEPS_ENV, TIMEOUT_ENV, Fork, encode_forks
 from gpucheck.rules.nvml import gpu_ids, gpu_subjects
 from gpucheck.settings import Settings
 from gpucheck.unit import ChildProbe, PreStart
@@ -86,23 +86,32 @@ class Result:
         return to_json(self.facts) if self.facts is not None else self.partial_facts
 
 
+#: What a child's thread hands back (``ChildRunner.run_forking``): how it ended, its facts, and its forked probes'.
+ChildResult = tuple[ChildExit, dict[str, Any] | None, dict[str, tuple[ChildExit, dict[str, Any] | None]]]
+
+
 class _Pending(Generic[T]):
     def __init__(
         self,
         name: str,
-        future: Future[tuple[ChildExit, dict[str, Any] | None]],
+        future: Future[ChildResult],
         cls: type[T],
         key: str | None = None,
+        forked: bool = False,
     ) -> None:
         self.name = name
         self.future = future
         self.cls = cls
-        #: For a probe that runs within another's child: its key in that child's facts.
+        #: For a probe that runs within another's child: its key in that child's facts; for one forked from another's
+        #: child (``forked``): its key among that child's forked probes.
         self.key = key
+        self.forked = forked
 
     def outcome(self) -> ProbeOutcome[T]:
-        exit_, data = self.future.result()
-        if self.key is not None and data is not None:
+        exit_, data, forked = self.future.result()
+        if self.forked and self.key is not None:
+            exit_, data = forked[self.key]
+        elif self.key is not None and data is not None:
             data = data.get(self.key) if isinstance(data.get(self.key), dict) else None
         facts = from_json(self.cls, data) if data is not None else None
         return ProbeOutcome(self.name, exit_, facts)
@@ -132,13 +141,27 @@ class Diagnosis:
                 self._probes.append(probe)
             else:
                 self._not_run[probe.name] = why
-        own = [p for p in self._probes if p.within is None]
-        futures = {
-            p.name: in_daemon_thread(self.runner.run, p.target, p.time_limit(settings), self._child_env(p))
-            for p in own
-        }
+        # A probe forked from another's child where that child runs (gpucheck.probes.forked), in its own otherwise.
+        running = {p.name for p in self._probes}
+        forked_from = {p.name: p.forked_from for p in self._probes if p.forked_from in running and p.within is None}
+        own = [p for p in self._probes if p.within is None and p.name not in forked_from]
+        futures: dict[str, Future[ChildResult]] = {}
+        for p in own:
+            forks = [q for q in self._probes if forked_from.get(q.name) == p.name]
+            env = self._child_env(p)
+            if forks:
+                env[FORKED_ENV] = encode_forks([Fork(q.field, q.target, self._child_env(q)) for q in forks])
+            futures[p.name] = in_daemon_thread(
+                self.runner.run_forking, p.target, p.time_limit(settings), env, tuple(q.field for q in forks)
+            )
         self._pending = {
-            p.field: _Pending(p.name, futures[p.within or p.name], p.facts_cls, p.field if p.within else None)
+            p.field: _Pending(
+                p.name,
+                futures[p.within or forked_from.get(p.name) or p.name],
+                p.facts_cls,
+                p.field if p.within or p.name in forked_from else None,
+                forked=p.name in forked_from,
+            )
             for p in self._probes
         }
 

@@ -4,6 +4,8 @@ The child is a new interpreter (``subprocess`` with exec, never a fork of this
 process), in a session (process group) of its own, so on timeout or interrupt
 the whole group is killed: no grandchild survives. Its JSON facts come through
 a file, its stdout and stderr through one pipe whose tail is kept as evidence.
+A framework's child may fork probes of its own once its framework is imported
+(``gpucheck.probes.forked``); ``run_forking`` reads their outcomes from its folder.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import gpucheck
 from gpucheck.facts import ChildExit
-from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, STAGE_PREFIX, quiet
+from gpucheck.protocol import CAPTURE_ENV, DIE_WITH_PARENT_ENV, FORKED_FOLDER, STAGE_PREFIX, quiet
 
 #: How a probe child starts: gpucheck imported from where this process has it (its folder on the path for
 #: that one import only), then the probe module run as ``__main__``. The child runs in its own temporary folder,
@@ -59,69 +62,84 @@ class ChildRunner:
     def run(
         self, probe: str, timeout: float, env: Mapping[str, str] | None = None
     ) -> tuple[ChildExit, dict[str, Any] | None]:
+        exit_, data, _forked = self.run_forking(probe, timeout, env)
+        return exit_, data
+
+    def run_forking(
+        self, probe: str, timeout: float, env: Mapping[str, str] | None = None, forked: Sequence[str] = ()
+    ) -> tuple[ChildExit, dict[str, Any] | None, dict[str, tuple[ChildExit, dict[str, Any] | None]]]:
+        """``run``, and the outcomes of the probes the child forked (``gpucheck.probes.forked``: ``env`` asks for
+        them), by key."""
         child_env = dict(os.environ)
         # The child asks the kernel for SIGKILL when the thread that starts it ends (PR_SET_PDEATHSIG): no
         # probe outlives this process, however it ends.
         child_env[DIE_WITH_PARENT_ENV] = str(os.getpid())
         child_env.update(env or {})
         with tempfile.TemporaryDirectory(prefix="gpucheck-probe-") as tmp:
-            out = Path(tmp) / "facts.json"
-            child_env[CAPTURE_ENV] = str(Path(tmp) / "captured")
-            child_env["TMPDIR"] = tmp
-            cmd = [sys.executable, "-c", _BOOTSTRAP, GPUCHECK_ROOT, probe, str(out)]
-            start = time.monotonic()
-            try:
-                with self._lock:
-                    if self._closed:
-                        return _exit("cancelled", None, start, [], "the run was interrupted before the probe started"), None
-                    proc = subprocess.Popen(
-                        cmd,
-                        cwd=tmp,
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        env=child_env,
-                        start_new_session=True,
-                    )
-                    self._live.add(proc)
-            except OSError as exc:
-                return _exit("error", None, start, [], f"could not start {cmd[0]}: {exc}"), None
-            try:
-                try:
-                    output, _ = proc.communicate(timeout=timeout)
-                    timed_out = False
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    kill_group(proc)
-                    try:
-                        output, _ = proc.communicate(timeout=REAP_TIMEOUT_S)
-                    except subprocess.TimeoutExpired:
-                        # Stuck in the kernel (a wedged GPU's driver call): SIGKILL waits until it returns.
-                        # Leave it to the kernel rather than hang the run with it.
-                        output = b""
-                        for pipe in (proc.stdout, proc.stderr):
-                            if pipe is not None:
-                                pipe.close()
-            finally:
-                with self._lock:
-                    self._live.discard(proc)
-            lines = output.decode(errors="replace").splitlines() + _left_in_capture(Path(tmp))
+            exit_, data = self._run_in(Path(tmp), probe, timeout, child_env)
+            return exit_, data, {key: _read_forked(Path(tmp) / FORKED_FOLDER, key, exit_) for key in forked}
+
+    def _run_in(
+        self, folder: Path, probe: str, timeout: float, child_env: dict[str, str]
+    ) -> tuple[ChildExit, dict[str, Any] | None]:
+        tmp = str(folder)
+        out = Path(tmp) / "facts.json"
+        child_env[CAPTURE_ENV] = str(Path(tmp) / "captured")
+        child_env["TMPDIR"] = tmp
+        cmd = [sys.executable, "-c", _BOOTSTRAP, GPUCHECK_ROOT, probe, str(out)]
+        start = time.monotonic()
+        try:
             with self._lock:
-                cancelled = self._closed
-            if cancelled and proc.returncode == -signal.SIGKILL:
-                # gpucheck itself killed it (the run was interrupted): neither a crash nor a result.
-                return _exit("cancelled", proc.returncode, start, lines, "stopped by gpucheck: the run was interrupted"), None
-            if timed_out:
-                # What a staged child wrote before it hung stands (the framework facts of a TensorFlow child
-                # that then hung in a C call its own watchdog could not interrupt).
-                data, _err = _read_facts(out)
-                return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), data
-            data, err = _read_facts(out)
-            if data is not None:
-                return _exit("ok", proc.returncode, start, lines, None), data
-            if proc.returncode is not None and proc.returncode < 0:
-                return _exit("crashed", proc.returncode, start, lines, None), None
-            return _exit("crashed", proc.returncode, start, lines, err), None
+                if self._closed:
+                    return _exit("cancelled", None, start, [], "the run was interrupted before the probe started"), None
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=tmp,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=child_env,
+                    start_new_session=True,
+                )
+                self._live.add(proc)
+        except OSError as exc:
+            return _exit("error", None, start, [], f"could not start {cmd[0]}: {exc}"), None
+        try:
+            try:
+                output, _ = proc.communicate(timeout=timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_group(proc)
+                try:
+                    output, _ = proc.communicate(timeout=REAP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    # Stuck in the kernel (a wedged GPU's driver call): SIGKILL waits until it returns.
+                    # Leave it to the kernel rather than hang the run with it.
+                    output = b""
+                    for pipe in (proc.stdout, proc.stderr):
+                        if pipe is not None:
+                            pipe.close()
+        finally:
+            with self._lock:
+                self._live.discard(proc)
+        lines = output.decode(errors="replace").splitlines() + _left_in_capture(Path(tmp))
+        with self._lock:
+            cancelled = self._closed
+        if cancelled and proc.returncode == -signal.SIGKILL:
+            # gpucheck itself killed it (the run was interrupted): neither a crash nor a result.
+            return _exit("cancelled", proc.returncode, start, lines, "stopped by gpucheck: the run was interrupted"), None
+        if timed_out:
+            # What a staged child wrote before it hung stands (the framework facts of a TensorFlow child
+            # that then hung in a C call its own watchdog could not interrupt).
+            data, _err = _read_facts(out)
+            return _exit("timeout", proc.returncode, start, lines, f"no answer within {timeout:g} s"), data
+        data, err = _read_facts(out)
+        if data is not None:
+            return _exit("ok", proc.returncode, start, lines, None), data
+        if proc.returncode is not None and proc.returncode < 0:
+            return _exit("crashed", proc.returncode, start, lines, None), None
+        return _exit("crashed", proc.returncode, start, lines, err), None
 
     def kill_all(self) -> None:
         with self._lock:
@@ -131,11 +149,52 @@ class ChildRunner:
             kill_group(proc)
 
 
+def _read_forked(folder: Path, key: str, host: ChildExit) -> tuple[ChildExit, dict[str, Any] | None]:
+    """The outcome of the probe ``key`` the child forked (``gpucheck.probes.forked``), from its files in ``folder``, as a
+    child of its own would have had it. ``host``: how the child that forked it ended (a probe never forked, or still
+    running when that child ended, ends as it did)."""
+    out = folder / f"{key}.out"
+    if not out.exists():
+        # The child ended before its framework's import returned: a process of its own would have ended there too.
+        why = "its process was to be forked from the framework's child once the framework was imported, and that child ended first"
+        return replace(host, status=_not_ok(host.status), error=why), None
+    try:
+        lines = out.read_bytes().decode(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    lines += _captured(sorted(folder.glob(f"{key}.captured.*")))
+    data, _err = _read_facts(folder / f"{key}.json")
+    record, _err = _read_facts(folder / f"{key}.exit")
+    if record is None:
+        # Still running when the child ended: it died with it (PR_SET_PDEATHSIG) or was killed with its group.
+        why = f"it ended with the framework's child it was forked from ({host.status})"
+        return ended(_not_ok(host.status), None, host.duration_s, lines, why), data
+    returncode = record.get("returncode")
+    returncode = returncode if isinstance(returncode, int) else None
+    duration = record.get("duration_s")
+    duration_s = float(duration) if isinstance(duration, (int, float)) else host.duration_s
+    if record.get("timed_out") is True:
+        why = "stopped at the deadline of the framework's child it was forked from"
+        return ended("timeout", returncode, duration_s, lines, why), data
+    if data is not None:
+        return ended("ok", returncode, duration_s, lines, None), data
+    killed = returncode is not None and returncode < 0
+    return ended("crashed", returncode, duration_s, lines, None if killed else "the probe ended without writing its facts"), None
+
+
+def _not_ok(status: str) -> str:
+    return status if status != "ok" else "crashed"
+
+
 def _left_in_capture(directory: Path) -> list[str]:
     """What a child was capturing when it died (see CAPTURE_ENV): its last output, without the
     placement log. Empty when every capture ended normally."""
+    return _captured(sorted(directory.glob("captured.*")))
+
+
+def _captured(paths: Iterable[Path]) -> list[str]:
     lines: list[str] = []
-    for path in sorted(directory.glob("captured.*")):
+    for path in paths:
         try:
             lines += quiet(path.read_bytes().decode(errors="replace").splitlines())
         except OSError:
@@ -179,13 +238,19 @@ def signal_name(returncode: int | None) -> str | None:
 
 
 def _exit(status: str, returncode: int | None, start: float, lines: list[str], error: str | None) -> ChildExit:
+    return ended(status, returncode, round(time.monotonic() - start, 3), lines, error)
+
+
+def ended(status: str, returncode: int | None, duration_s: float, lines: list[str], error: str | None) -> ChildExit:
+    """How a probe's process ended, from its output's ``lines`` (its stage lines name the last step; the rest, cut to
+    their tail, are the evidence)."""
     stages = [ln[len(STAGE_PREFIX) :] for ln in lines if ln.startswith(STAGE_PREFIX)]
     tail = [ln[:TAIL_CHARS] for ln in lines if not ln.startswith(STAGE_PREFIX)][-TAIL_LINES:]
     return ChildExit(
         status=status,
         returncode=returncode,
         signal=signal_name(returncode),
-        duration_s=round(time.monotonic() - start, 3),
+        duration_s=duration_s,
         stderr_tail=tuple(tail),
         last_stage=stages[-1] if stages else None,
         error=error,

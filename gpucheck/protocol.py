@@ -7,10 +7,11 @@ deadline. Standard library only, no imports from gpucheck: the lowest floor.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,3 +124,43 @@ def is_sibling(pid: int) -> bool:
 
 #: The section of the TensorFlow step where TensorFlow creates its devices: its error makes every op fail.
 INIT_SECTION = "initialise devices"
+
+
+#: Probes a framework's child forks once its framework is imported (``gpucheck.probes.forked``), asked for by the
+#: parent: a JSON list of ``{"key", "target", "env"}``.
+FORKED_ENV = "GPUCHECK_FORKED"
+#: The folder, in that child's working folder, of its forked probes' files (``<key>.out``, ``.json``, ``.exit``).
+FORKED_FOLDER = "forked"
+
+
+@dataclass(frozen=True)
+class Fork:
+    """A probe to fork: its key (the facts field it fills, and its files' name), ``module:function``, and the
+    variables it runs with (beside the main child's environment)."""
+
+    key: str
+    target: str
+    env: Mapping[str, str]
+
+
+def encode_forks(forks: Sequence[Fork]) -> str:
+    return json.dumps([{"key": f.key, "target": f.target, "env": dict(f.env)} for f in forks])
+
+
+def decode_forks(text: str) -> list[Fork]:
+    """The forks a parent asked for; nothing where the variable is not a list of them (it is ours, but read safely)."""
+    try:
+        items = json.loads(text) if text else []
+    except ValueError:
+        return []
+    out: list[Fork] = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        key, target, env = item.get("key"), item.get("target"), item.get("env", {})
+        if (
+            isinstance(key, str) and key.isidentifier() and isinstance(target, str) and isinstance(env, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
+            out.append(Fork(key, target, env))
+    return out

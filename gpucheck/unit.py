@@ -48,6 +48,9 @@ class ChildProbe:
     env: tuple[tuple[str, str], ...] = ()
     #: Runs inside the child of the probe of that name (its facts under ``field`` in that child's JSON).
     within: str | None = None
+    #: Runs in a process forked from the child of the probe of that name once that child has imported its framework
+    #: (``gpucheck.probes.forked``), where that probe runs; in a child of its own otherwise. Its outcome is its own.
+    forked_from: str | None = None
     #: Why the probe is not worth a process here, or None: a pure function of what is known before any
     #: child starts (the host's PCI view and the environment). None: always worth one.
     skip_reason: Callable[[PreStart], str | None] | None = None

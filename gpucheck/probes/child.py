@@ -110,10 +110,20 @@ def main(argv: list[str]) -> int:
             _write_atomically(out, to_json(data))
             watchdog = watchdog or _Watchdog(start)
             watchdog.arm(budget)
+        _reap_forked(start)
         return 0
     stage("write facts")
     _write_atomically(out, to_json(result))
+    _reap_forked(start)
     return 0
+
+
+def _reap_forked(start: float) -> None:
+    """Wait for the probes this child forked (``gpucheck.probes.forked``), until its own deadline at the latest."""
+    forked = sys.modules.get("gpucheck.probes.forked")
+    if forked is not None:
+        timeout = timeout_from_env()
+        forked.wait_all(start + timeout - min(2.0, 0.1 * timeout))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Any
 
 from gpucheck.frameworks.tensorflow.facts import FrameworkFacts, TfDevice
 from gpucheck.frameworks.tensorflow.imports import import_tensorflow
+from gpucheck.probes import forked
 from gpucheck.protocol import stage
 
 
@@ -34,7 +35,11 @@ def probe_framework() -> FrameworkFacts:
     try:
         tf: Any = import_tensorflow()
     except Exception as exc:  # noqa: BLE001 - any import failure is the fact we report
+        forked.start_from_env()  # they say, each in its words, what they can without TensorFlow
         return FrameworkFacts(False, _error(exc), None, None, {}, None, (), (), None)
+    # The processes that need TensorFlow configured otherwise (memory growth), forked now: imported, and nothing
+    # has called into the driver yet (the device listing below is what calls cuInit).
+    forked.start_from_env()
     location = getattr(tf, "__file__", None) or ", ".join(getattr(tf, "__path__", []))
     if not hasattr(tf, "__version__") or not hasattr(tf, "sysconfig"):
         # A file or folder named tensorflow (a script called tensorflow.py, a stray directory) found

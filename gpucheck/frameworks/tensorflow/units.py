@@ -89,7 +89,7 @@ MULTI_DEVICE_STEP = Step(
     "multi_device", "placement", "gpucheck.frameworks.tensorflow.multidevice:multi_device_step", MultiDeviceFacts, CHILD)
 GPU_MEMORY_STEP = Step("gpu_memory", "resources", "gpucheck.frameworks.tensorflow.memory:gpu_memory_step", GpuMemoryFacts, CHILD)
 #: Memory settings that must be made before TensorFlow touches a GPU, each in a TensorFlow process of its
-#: own started beside the main one (none of them reserves more than it allocates).
+#: own beside the main one (none of them reserves more than it allocates), forked from it once TensorFlow is imported.
 MEMORY_GROWTH_PROBE = ChildProbe(
     "memory-growth",
     "resources",
@@ -98,6 +98,7 @@ MEMORY_GROWTH_PROBE = ChildProbe(
     "memory_growth",
     FRAMEWORK_ENV,
     skip_reason=_no_growth_to_try,
+    forked_from=CHILD,
 )
 MALLOC_ASYNC_PROBE = ChildProbe(
     "cuda-malloc-async",
@@ -107,6 +108,7 @@ MALLOC_ASYNC_PROBE = ChildProbe(
     "cuda_malloc_async",
     (*FRAMEWORK_ENV, ("TF_GPU_ALLOCATOR", "cuda_malloc_async")),
     skip_reason=_async_allocator_not_asked,
+    forked_from=CHILD,
 )
 
 #: The benchmarks (--gpucheck-benchmarks), in a TensorFlow process of their own, after the diagnosis.

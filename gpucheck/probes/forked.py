@@ -1,0 +1,151 @@
+"""Probes forked from a framework's child once the framework is imported: one import for several processes.
+
+Some questions need a process of their own: a memory setting must be made before the framework touches a GPU, and
+the main child has made its own (TensorFlow's memory growth and a logical device configuration cannot be in one
+process). Each such process used to import the framework again, which is most of its cost (about 2 s of CPU and
+600 MB for TensorFlow). The main child now forks them right after its own import, before anything in it has called
+into the driver: TensorFlow's import loads libraries but does not call ``cuInit`` (its device listing does), so the
+forked process initialises CUDA for itself as a fresh one would (docs/PITFALLS.md).
+
+In the main child (``start_from_env``, then ``wait_all`` before it leaves) each forked probe writes, in the main
+child's working folder (a temporary folder of its own, ``gpucheck.isolation``), under ``forked/``:
+
+- ``<key>.out``: its stdout and stderr (stage lines included), made before the fork: there is one where it started;
+- ``<key>.json``: its facts, written as a probe child writes them;
+- ``<key>.exit``: how it ended (its exit status, whether it was stopped at the main child's deadline), written by the
+  main child once it has reaped it.
+
+The parent reads them (``gpucheck.isolation``) into the outcome a child of its own would have had. A forked probe is
+in the main child's process group, so a timeout kills it with the main child; and it dies with the main child
+(PR_SET_PDEATHSIG). What the parent asks for, and where the files are, is ``gpucheck.protocol``'s (``Fork``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gpucheck.protocol import (
+    CAPTURE_ENV,
+    DIE_WITH_PARENT_ENV,
+    FORKED_ENV,
+    FORKED_FOLDER,
+    Checkpoint,
+    Fork,
+    decode_forks,
+    load_target,
+    stage,
+)
+
+#: How often the main child looks whether a forked probe has ended.
+REAP_POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class _Started:
+    fork: Fork
+    pid: int
+    start: float
+
+
+#: The probes this process forked and has not reaped yet.
+_STARTED: list[_Started] = []
+
+
+def start_from_env() -> None:
+    """Fork every probe the parent asked for (``FORKED_ENV``). Called by a framework's child right after its
+    framework's import (whether it worked or not: the forked probe then says what it says without the framework)."""
+    forks = decode_forks(os.environ.get(FORKED_ENV, ""))
+    if not forks:
+        return
+    os.environ.pop(FORKED_ENV, None)
+    os.makedirs(FORKED_FOLDER, exist_ok=True)
+    for fork in forks:
+        out = os.open(os.path.join(FORKED_FOLDER, f"{fork.key}.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _become(fork, out)  # never returns
+        os.close(out)
+        _STARTED.append(_Started(fork, pid, start))
+
+
+def wait_all(deadline: float) -> None:
+    """Reap every forked probe, stopping (SIGKILL) those still running at ``deadline`` (monotonic), and write how
+    each ended. The main child calls it before it leaves: a forked probe dies with it."""
+    from gpucheck.probes.child import _write_atomically
+
+    while _STARTED:
+        started = _STARTED.pop(0)
+        timed_out = False
+        while True:
+            pid, status = os.waitpid(started.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() >= deadline:
+                timed_out = True
+                os.kill(started.pid, signal.SIGKILL)
+                _pid, status = os.waitpid(started.pid, 0)
+                break
+            time.sleep(REAP_POLL_S)
+        record = {
+            "returncode": os.waitstatus_to_exitcode(status),
+            "timed_out": timed_out,
+            "duration_s": round(time.monotonic() - started.start, 3),
+        }
+        _write_atomically(os.path.join(FORKED_FOLDER, f"{started.fork.key}.exit"), record)
+
+
+def _become(fork: Fork, out: int) -> None:
+    """The forked process: its output to its own file, its own environment, the probe, its facts; then it leaves."""
+    code = 1
+    try:
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.environ.update(fork.env)
+        # Its own capture file, and the main child is the parent it dies with.
+        os.environ[CAPTURE_ENV] = os.path.abspath(os.path.join(FORKED_FOLDER, f"{fork.key}.captured"))
+        os.environ[DIE_WITH_PARENT_ENV] = str(os.getppid())
+        from gpucheck.probes.child import _die_with_parent
+
+        _die_with_parent()
+        _STARTED.clear()  # the main child's forks are not this process's children
+        probe = load_target(fork.target)
+        if probe is None:
+            sys.stderr.write(f"not a probe: {fork.target!r}\n")
+            code = 2
+            return
+        result = probe()
+        facts = os.path.join(FORKED_FOLDER, f"{fork.key}.json")
+        if isinstance(result, Iterator):
+            for partial in result:
+                stage("write facts")
+                _write_facts(facts, partial.data if isinstance(partial, Checkpoint) else partial)
+        else:
+            stage("write facts")
+            _write_facts(facts, result)
+        code = 0
+    except BaseException:  # noqa: BLE001 - whatever ends it, it ends here, and its traceback is its evidence
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _write_facts(path: str, data: Any) -> None:
+    from gpucheck.facts import to_json
+    from gpucheck.probes.child import _write_atomically
+
+    _write_atomically(path, to_json(data))

@@ -1,12 +1,12 @@
 """Environments of their own for the frameworks this suite's venv must not hold: a venv with the torch CPU wheel and no
 TensorFlow (``torch_python``), and one with both (``torch_tf_python``, for the time to verdict with both installed,
-only in the benchmark run). Installed here, torch would make every `pytest --gpucheck` of the suite diagnose two
-frameworks (the default is every installed framework).
+only in the benchmark run); and the neighbours' (``neighbours_python``: other projects' requirements, for their own
+suites beside gpucheck in tests/test_neighbours.py). Installed here, torch would make every `pytest --gpucheck` of the
+suite diagnose two frameworks (the default is every installed framework).
 
-Each is made once per interpreter and requirements under ``$XDG_CACHE_HOME/pytest-gpucheck`` (as tests/test_neighbours.py
-makes the neighbours'), in a folder of its own renamed into place when complete. gpucheck itself comes from this
-checkout, as an installed distribution would bring it: the checkout on ``PYTHONPATH`` and a ``.dist-info`` there naming
-its pytest11 entry point (``this_checkout``).
+Each is made once per interpreter and requirements under ``$XDG_CACHE_HOME/pytest-gpucheck``, in a folder of its own
+renamed into place when complete. gpucheck itself comes from this checkout, as an installed distribution would bring
+it: the checkout on ``PYTHONPATH`` and a ``.dist-info`` there naming its pytest11 entry point (``this_checkout``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import venv
 from pathlib import Path
@@ -51,7 +52,7 @@ def cached_venv(tag: str, packages: tuple[str, ...]) -> Path:
     shutil.rmtree(building, ignore_errors=True)
     began = time.monotonic()
     venv.EnvBuilder(with_pip=True).create(building)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
+    env = _pip_environment()
     done = subprocess.run(
         [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages,
          *REQUIREMENTS],
@@ -70,6 +71,55 @@ def cached_venv(tag: str, packages: tuple[str, ...]) -> Path:
     except OSError:  # another process completed it first
         shutil.rmtree(building, ignore_errors=True)
     return home / "bin" / "python"
+
+
+#: The requirements of the other projects whose own suites tests/test_neighbours.py runs beside gpucheck.
+NEIGHBOURS_REQUIREMENTS = ROOT / "tests" / "neighbours" / "requirements.txt"
+
+
+def neighbours_python() -> Path:
+    """The interpreter of the neighbours' environment (tests/test_neighbours.py): a venv whose site-packages hold the
+    projects' requirements and then, through a ``.pth`` line, this environment's (pytest, pytest-gpucheck as installed,
+    TensorFlow...). Made once per requirements file and this environment (its site-packages' path is in the digest),
+    under ``$XDG_CACHE_HOME/pytest-gpucheck`` (``~/.cache``), in a folder of its own renamed into place when complete;
+    by the README's install step (``python -m tests.pyenvs``), so that the test command does not pay pip's time."""
+    ours = sysconfig.get_paths()["purelib"]
+    requirements = NEIGHBOURS_REQUIREMENTS.read_bytes()
+    digest = hashlib.sha256(requirements + ours.encode() + sys.version.encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpucheck"
+    home = cache / f"neighbours-{digest}"
+    python = home / "bin" / "python"
+    if (home / "complete").exists():
+        return python
+    cache.mkdir(parents=True, exist_ok=True)
+    building = cache / f".neighbours-{digest}-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    began = time.monotonic()
+    venv.EnvBuilder(with_pip=True).create(building)
+    [site] = (building / "lib").glob("python*/site-packages")
+    # After the venv's own site-packages: what the projects need comes from here, the rest from this environment.
+    (site / "zz-gpucheck-project.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    done = subprocess.run(
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "-r", str(NEIGHBOURS_REQUIREMENTS)],
+        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=_pip_environment(),
+    )
+    if done.returncode != 0:
+        shutil.rmtree(building, ignore_errors=True)
+        pytest.fail(f"installing {NEIGHBOURS_REQUIREMENTS.name} for the neighbours' suites failed (pip needs its index):\n"
+                    f"{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
+    (building / "complete").write_text(
+        f"{NEIGHBOURS_REQUIREMENTS.read_text()}# installed in {time.monotonic() - began:.0f} s\n"
+    )
+    try:
+        building.rename(home)
+    except OSError:  # another process completed it first
+        shutil.rmtree(building, ignore_errors=True)
+    return python
+
+
+def _pip_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
 
 
 def this_checkout(site: Path) -> Path:
@@ -107,7 +157,7 @@ def torch_cuda_python() -> Path:
 
 
 if __name__ == "__main__":
-    # `python -m tests.pyenvs`: make the three venvs now (the README's and CI's install step), so that the test command
+    # `python -m tests.pyenvs`: make the four venvs now (the README's and CI's install step), so that the test command
     # does not pay their install; each is made once per cache and reused after.
-    for made in (torch_python(), torch_tf_python(), torch_cuda_python()):
+    for made in (torch_python(), torch_tf_python(), torch_cuda_python(), neighbours_python()):
         print(made, (made.parent.parent / "complete").read_text().splitlines()[-1])

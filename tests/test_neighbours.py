@@ -31,9 +31,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import sysconfig
-import venv
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +38,11 @@ from typing import Any
 
 import pytest
 
+from tests import pyenvs
+
 NEIGHBOURS = Path(__file__).resolve().parent / "neighbours"
 REQUIREMENTS = NEIGHBOURS / "requirements.txt"
 TIMEOUT_S = 300
-#: pip's install of the neighbours' requirements (downloads, once per cache).
-INSTALL_TIMEOUT_S = 900
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: The line gpucheck writes at the end of a run whose ``gpu`` marker is the project's own (matched loosely).
 OWN_LINE = re.compile(r"^gpucheck:.*\bown\b", re.MULTILINE)
@@ -252,43 +249,9 @@ def _environment(observer: Path, out: Path, extra: Mapping[str, str]) -> dict[st
 
 @pytest.fixture(scope="session")
 def neighbour_python() -> Path:
-    """The interpreter of the neighbours' environment: a venv whose site-packages hold the projects' requirements
-    and then, through a ``.pth`` line, this environment's (pytest, pytest-gpucheck as installed, TensorFlow...). Made
-    once per requirements file and interpreter, under ``$XDG_CACHE_HOME/pytest-gpucheck`` (``~/.cache``), in a
-    folder of its own renamed into place when complete."""
-    ours = sysconfig.get_paths()["purelib"]
-    digest = hashlib.sha256(REQUIREMENTS.read_bytes() + ours.encode() + sys.version.encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpucheck"
-    home = cache / f"neighbours-{digest}"
-    python = home / "bin" / "python"
-    if (home / "complete").exists():
-        return python
-    cache.mkdir(parents=True, exist_ok=True)
-    building = Path(os.path.join(cache, f".neighbours-{digest}-{os.getpid()}"))
-    shutil.rmtree(building, ignore_errors=True)
-    venv.EnvBuilder(with_pip=True).create(building)
-    [site] = (building / "lib").glob("python*/site-packages")
-    # After the venv's own site-packages: what the projects need comes from here, the rest from this environment.
-    (site / "zz-gpucheck-project.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    done = subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-r", str(REQUIREMENTS)],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=_pip_environment(),
-    )
-    if done.returncode != 0:
-        shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"installing {REQUIREMENTS.name} for the neighbours' suites failed (pip needs its index):\n"
-                    f"{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
-    (building / "complete").write_text(REQUIREMENTS.read_text())
-    try:
-        building.rename(home)
-    except OSError:  # another process completed it first
-        shutil.rmtree(building, ignore_errors=True)
-    return python
-
-
-def _pip_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_TARGET")}
+    """The interpreter of the neighbours' environment (``tests.pyenvs.neighbours_python``: made by the README's install
+    step, or here where it has not been)."""
+    return pyenvs.neighbours_python()
 
 
 @functools.cache

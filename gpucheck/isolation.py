@@ -169,6 +169,9 @@ def _read_forked(folder: Path, key: str, host: ChildExit) -> tuple[ChildExit, di
         # Still running when the child ended: it died with it (PR_SET_PDEATHSIG) or was killed with its group.
         why = f"it ended with the framework's child it was forked from ({host.status})"
         return ended(_not_ok(host.status), None, host.duration_s, lines, why), data
+    if isinstance(record.get("error"), str):
+        # It could not be forked (the child said why): not started, as a child that could not be started.
+        return ended("error", None, 0.0, lines, record["error"]), None
     returncode = record.get("returncode")
     returncode = returncode if isinstance(returncode, int) else None
     duration = record.get("duration_s")

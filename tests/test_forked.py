@@ -121,6 +121,11 @@ def test_the_forked_outcomes_read_as_a_childs_own(tmp_path: Path) -> None:
     forked = _lay_out(tmp_path / "deadline", STAGES, None, {"returncode": -9, "timed_out": True, "duration_s": 55.0})
     exit_, _data = _read_forked(forked, "memory_growth", OK_HOST)
     assert (exit_.status, exit_.signal, exit_.duration_s) == ("timeout", "SIGKILL", 55.0), exit_
+    # Could not be forked (the forking child said why): not started.
+    forked = _lay_out(tmp_path / "nofork", [], None,
+                      {"returncode": None, "timed_out": False, "duration_s": 0.0, "error": "could not fork: [Errno 11]"})
+    exit_, _data = _read_forked(forked, "memory_growth", OK_HOST)
+    assert (exit_.status, exit_.error) == ("error", "could not fork: [Errno 11]"), exit_
     # Exited non-zero without facts (a traceback): crashed, and why.
     forked = _lay_out(tmp_path / "raised", ["Traceback (most recent call last):", "ValueError: no"], None,
                       {"returncode": 1, "timed_out": False, "duration_s": 0.1})

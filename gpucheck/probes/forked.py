@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +72,17 @@ def start_from_env() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         start = time.monotonic()
-        pid = os.fork()
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12+ warns of forking a process with threads (TensorFlow's import starts one): under
+                # PYTHONWARNINGS=error that warning would be raised here.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+        except OSError as exc:
+            os.close(out)
+            record = {"returncode": None, "timed_out": False, "duration_s": 0.0, "error": f"could not fork: {exc}"}
+            _write_record(fork.key, record)
+            continue
         if pid == 0:
             _become(fork, out)  # never returns
         os.close(out)
@@ -81,8 +92,6 @@ def start_from_env() -> None:
 def wait_all(deadline: float) -> None:
     """Reap every forked probe, stopping (SIGKILL) those still running at ``deadline`` (monotonic), and write how
     each ended. The main child calls it before it leaves: a forked probe dies with it."""
-    from gpucheck.probes.child import _write_atomically
-
     while _STARTED:
         started = _STARTED.pop(0)
         timed_out = False
@@ -101,7 +110,13 @@ def wait_all(deadline: float) -> None:
             "timed_out": timed_out,
             "duration_s": round(time.monotonic() - started.start, 3),
         }
-        _write_atomically(os.path.join(FORKED_FOLDER, f"{started.fork.key}.exit"), record)
+        _write_record(started.fork.key, record)
+
+
+def _write_record(key: str, record: dict[str, Any]) -> None:
+    from gpucheck.probes.child import _write_atomically
+
+    _write_atomically(os.path.join(FORKED_FOLDER, f"{key}.exit"), record)
 
 
 def _become(fork: Fork, out: int) -> None:

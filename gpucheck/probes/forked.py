@@ -53,6 +53,7 @@ class _Started:
     fork: Fork
     pid: int
     start: float
+    folder: str
 
 
 #: The probes this process forked and has not reaped yet.
@@ -66,9 +67,10 @@ def start_from_env() -> None:
     if not forks:
         return
     os.environ.pop(FORKED_ENV, None)
-    os.makedirs(FORKED_FOLDER, exist_ok=True)
+    folder = os.path.abspath(FORKED_FOLDER)  # in the child's own working folder, where it started
+    os.makedirs(folder, exist_ok=True)
     for fork in forks:
-        out = os.open(os.path.join(FORKED_FOLDER, f"{fork.key}.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        out = os.open(os.path.join(folder, f"{fork.key}.out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         sys.stdout.flush()
         sys.stderr.flush()
         start = time.monotonic()
@@ -81,12 +83,12 @@ def start_from_env() -> None:
         except OSError as exc:
             os.close(out)
             record = {"returncode": None, "timed_out": False, "duration_s": 0.0, "error": f"could not fork: {exc}"}
-            _write_record(fork.key, record)
+            _write_record(folder, fork.key, record)
             continue
         if pid == 0:
-            _become(fork, out)  # never returns
+            _become(fork, out, folder)  # never returns
         os.close(out)
-        _STARTED.append(_Started(fork, pid, start))
+        _STARTED.append(_Started(fork, pid, start, folder))
 
 
 def wait_all(deadline: float) -> None:
@@ -95,31 +97,36 @@ def wait_all(deadline: float) -> None:
     while _STARTED:
         started = _STARTED.pop(0)
         timed_out = False
-        while True:
-            pid, status = os.waitpid(started.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() >= deadline:
-                timed_out = True
-                os.kill(started.pid, signal.SIGKILL)
-                _pid, status = os.waitpid(started.pid, 0)
-                break
-            time.sleep(REAP_POLL_S)
+        returncode: int | None = None
+        try:
+            while True:
+                pid, status = os.waitpid(started.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    os.kill(started.pid, signal.SIGKILL)
+                    _pid, status = os.waitpid(started.pid, 0)
+                    break
+                time.sleep(REAP_POLL_S)
+            returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            pass  # reaped by someone else (nothing here does): how it ended is not known, its files say the rest
         record = {
-            "returncode": os.waitstatus_to_exitcode(status),
+            "returncode": returncode,
             "timed_out": timed_out,
             "duration_s": round(time.monotonic() - started.start, 3),
         }
-        _write_record(started.fork.key, record)
+        _write_record(started.folder, started.fork.key, record)
 
 
-def _write_record(key: str, record: dict[str, Any]) -> None:
+def _write_record(folder: str, key: str, record: dict[str, Any]) -> None:
     from gpucheck.probes.child import _write_atomically
 
-    _write_atomically(os.path.join(FORKED_FOLDER, f"{key}.exit"), record)
+    _write_atomically(os.path.join(folder, f"{key}.exit"), record)
 
 
-def _become(fork: Fork, out: int) -> None:
+def _become(fork: Fork, out: int, folder: str) -> None:
     """The forked process: its output to its own file, its own environment, the probe, its facts; then it leaves."""
     code = 1
     try:
@@ -128,7 +135,7 @@ def _become(fork: Fork, out: int) -> None:
         os.close(out)
         os.environ.update(fork.env)
         # Its own capture file, and the main child is the parent it dies with.
-        os.environ[CAPTURE_ENV] = os.path.abspath(os.path.join(FORKED_FOLDER, f"{fork.key}.captured"))
+        os.environ[CAPTURE_ENV] = os.path.join(folder, f"{fork.key}.captured")
         os.environ[DIE_WITH_PARENT_ENV] = str(os.getppid())
         from gpucheck.probes.child import _die_with_parent
 
@@ -140,7 +147,7 @@ def _become(fork: Fork, out: int) -> None:
             code = 2
             return
         result = probe()
-        facts = os.path.join(FORKED_FOLDER, f"{fork.key}.json")
+        facts = os.path.join(folder, f"{fork.key}.json")
         if isinstance(result, Iterator):
             for partial in result:
                 stage("write facts")

@@ -1,8 +1,8 @@
 """Resources-layer probes. The GPU memory step of the one TensorFlow process (``gpucheck.frameworks.tensorflow.child``):
 a test allocation on each GPU, what TensorFlow's allocator may use there, what NVML says. And memory
 settings that TensorFlow takes only before it touches a GPU, each in a TensorFlow process of its own,
-started beside the main TensorFlow child (never after it), and judged by what happened rather than by an
-error string.
+forked from the main TensorFlow child once it has imported TensorFlow (``gpucheck.probes.forked``; started beside it
+where that child does not run), and judged by what happened rather than by an error string.
 
 Memory growth is applied when the process holds about what it allocated (NVML's per-process reading
 after a 64 MiB allocation); a process that holds nearly the whole GPU has growth off whatever

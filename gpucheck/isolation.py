@@ -166,9 +166,11 @@ def _read_forked(folder: Path, key: str, host: ChildExit) -> tuple[ChildExit, di
     data, _err = _read_facts(folder / f"{key}.json")
     record, _err = _read_facts(folder / f"{key}.exit")
     if record is None:
-        # Still running when the child ended: it died with it (PR_SET_PDEATHSIG) or was killed with its group.
-        why = f"it ended with the framework's child it was forked from ({host.status})"
-        return ended(_not_ok(host.status), None, host.duration_s, lines, why), data
+        # Still running when the child that forked it ended: it died with it (PR_SET_PDEATHSIG) or was killed with its
+        # group, before it could end by itself. It did not get to its answer: not judged, as a child gpucheck stopped.
+        status = "timeout" if host.status == "timeout" else "cancelled"
+        why = f"its process ended with the framework's child it was forked from, which {_how(host)}"
+        return ended(status, None, host.duration_s, lines, why), data
     if isinstance(record.get("error"), str):
         # It could not be forked (the child said why): not started, as a child that could not be started.
         return ended("error", None, 0.0, lines, record["error"]), None
@@ -187,6 +189,14 @@ def _read_forked(folder: Path, key: str, host: ChildExit) -> tuple[ChildExit, di
 
 def _not_ok(status: str) -> str:
     return status if status != "ok" else "crashed"
+
+
+def _how(host: ChildExit) -> str:
+    if host.status == "timeout":
+        return "did not finish in time"
+    if host.signal or host.returncode:
+        return f"died ({host.signal or f'exit code {host.returncode}'}) in {host.last_stage or 'start-up'}"
+    return "ended first" if host.status == "ok" else f"ended ({host.status})"
 
 
 def _left_in_capture(directory: Path) -> list[str]:

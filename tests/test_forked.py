@@ -51,6 +51,29 @@ def test_memory_growth_is_forked_from_the_tensorflow_child(
     assert any("Created device" in line for line in growth["exit"]["stderr_tail"]), growth["exit"]["stderr_tail"]
 
 
+def test_a_tensorflow_child_that_aborts_in_cuinit_leaves_memory_growth_not_judged_or_its_own_death(
+    fake_machine: Callable[[dict[str, Any]], Path], run_gpucheck: Callable[..., GpucheckRun]
+) -> None:
+    """The fake A100 whose cuInit aborts (as a broken user-space driver does), with every CUDA library so that
+    TensorFlow gets as far as the driver. The TensorFlow child and the memory-growth process forked from it both call
+    cuInit: whichever dies first, memory growth is never a finding without its cause. Either its own SIGABRT, recorded
+    by the TensorFlow child that reaped it, or "not checked", naming how the TensorFlow child died, when it was killed
+    with that child before it got to cuInit. Kills: reading a forked process that ended with its parent as a crash of
+    its own (memory-config-failed "died" with no signal)."""
+    from tests.test_placement import A100_VM_WITH_LIBRARIES
+
+    fake_machine({**A100_VM_WITH_LIBRARIES, "cuda": {"init": "abort", "driver_version": 12040}})
+    run = run_gpucheck()
+    assert run.root_cause == "driver-call-crashed", run.finding_ids
+    growth = run.report["facts"]["memory_growth"]["exit"]
+    if growth["status"] == "crashed":
+        assert growth["signal"] == "SIGABRT", growth
+        assert run.finding("memory-config-failed")["evidence"]["signal"] == "SIGABRT"
+    else:
+        assert growth["status"] == "cancelled" and "died (SIGABRT)" in growth["error"], growth
+        assert "memory-config-failed" not in run.finding_ids, run.finding("memory-config-failed")
+
+
 def test_a_forked_probe_that_hangs_is_stopped_at_the_deadline_and_named(
     fake_machine: Callable[[dict[str, Any]], Path], tmp_path: Path
 ) -> None:
@@ -117,6 +140,12 @@ def test_the_forked_outcomes_read_as_a_childs_own(tmp_path: Path) -> None:
     hung = ChildExit("timeout", -9, "SIGKILL", 60.0, (), "placement: initialise devices", "no answer within 60 s")
     exit_, data = _read_forked(forked, "memory_growth", hung)
     assert (exit_.status, exit_.last_stage, data) == ("timeout", "memory-growth: initialise devices", None), exit_
+    # Still running when the TensorFlow child died: killed with it before it got to its answer (not judged), and why.
+    forked = _lay_out(tmp_path / "orphan", STAGES[:1], None, None)
+    died = ChildExit("crashed", -6, "SIGABRT", 2.0, (), "tf.config.list_physical_devices", None)
+    exit_, data = _read_forked(forked, "memory_growth", died)
+    assert (exit_.status, exit_.signal, data) == ("cancelled", None, None), exit_
+    assert exit_.error is not None and "died (SIGABRT) in tf.config.list_physical_devices" in exit_.error, exit_
     # Stopped by the TensorFlow child at its deadline.
     forked = _lay_out(tmp_path / "deadline", STAGES, None, {"returncode": -9, "timed_out": True, "duration_s": 55.0})
     exit_, _data = _read_forked(forked, "memory_growth", OK_HOST)

@@ -12,8 +12,9 @@ child's working folder (a temporary folder of its own, ``gpucheck.isolation``), 
 
 - ``<key>.out``: its stdout and stderr (stage lines included), made before the fork: there is one where it started;
 - ``<key>.json``: its facts, written as a probe child writes them;
-- ``<key>.exit``: how it ended (its exit status, whether it was stopped at the main child's deadline), written by the
-  main child once it has reaped it.
+- ``<key>.exit``: how it ended (its exit status, whether it was stopped at the main child's deadline), written by a
+  thread of the main child as soon as it has reaped it. A forked process still running when the main child dies
+  dies with it, without one: the parent reads that as not judged, naming how the main child died.
 
 The parent reads them (``gpucheck.isolation``) into the outcome a child of its own would have had. A forked probe is
 in the main child's process group, so a timeout kills it with the main child; and it dies with the main child
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -44,16 +46,18 @@ from gpucheck.protocol import (
     stage,
 )
 
-#: How often the main child looks whether a forked probe has ended.
-REAP_POLL_S = 0.02
 
-
-@dataclass(frozen=True)
+@dataclass
 class _Started:
     fork: Fork
     pid: int
     start: float
     folder: str
+    #: Reaps it as soon as it ends (a fork that dies before the child that forked it is recorded, whatever the
+    #: forking child does next), and writes how it ended.
+    reaper: threading.Thread | None = None
+    #: Set before it is stopped at the deadline.
+    stopped: bool = False
 
 
 #: The probes this process forked and has not reaped yet.
@@ -88,36 +92,44 @@ def start_from_env() -> None:
         if pid == 0:
             _become(fork, out, folder)  # never returns
         os.close(out)
-        _STARTED.append(_Started(fork, pid, start, folder))
+        started = _Started(fork, pid, start, folder)
+        started.reaper = threading.Thread(target=_reap, args=(started,), name=f"gpucheck-reap-{fork.key}", daemon=True)
+        started.reaper.start()
+        _STARTED.append(started)
 
 
 def wait_all(deadline: float) -> None:
-    """Reap every forked probe, stopping (SIGKILL) those still running at ``deadline`` (monotonic), and write how
-    each ended. The main child calls it before it leaves: a forked probe dies with it."""
+    """Wait until every forked probe has ended and been recorded, stopping (SIGKILL) those still running at
+    ``deadline`` (monotonic). The main child calls it before it leaves: a forked probe dies with it."""
     while _STARTED:
         started = _STARTED.pop(0)
-        timed_out = False
-        returncode: int | None = None
-        try:
-            while True:
-                pid, status = os.waitpid(started.pid, os.WNOHANG)
-                if pid:
-                    break
-                if time.monotonic() >= deadline:
-                    timed_out = True
-                    os.kill(started.pid, signal.SIGKILL)
-                    _pid, status = os.waitpid(started.pid, 0)
-                    break
-                time.sleep(REAP_POLL_S)
-            returncode = os.waitstatus_to_exitcode(status)
-        except ChildProcessError:
-            pass  # reaped by someone else (nothing here does): how it ended is not known, its files say the rest
-        record = {
-            "returncode": returncode,
-            "timed_out": timed_out,
-            "duration_s": round(time.monotonic() - started.start, 3),
-        }
-        _write_record(started.folder, started.fork.key, record)
+        reaper = started.reaper
+        if reaper is None:
+            continue
+        reaper.join(max(deadline - time.monotonic(), 0.0))
+        if reaper.is_alive():
+            started.stopped = True
+            try:
+                os.kill(started.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it ended meanwhile
+            reaper.join()
+
+
+def _reap(started: _Started) -> None:
+    """In a thread of the forking child: wait for the forked process, then write how it ended."""
+    returncode: int | None = None
+    try:
+        _pid, status = os.waitpid(started.pid, 0)
+        returncode = os.waitstatus_to_exitcode(status)
+    except ChildProcessError:
+        pass  # reaped by someone else (nothing here does): how it ended is not known, its files say the rest
+    record = {
+        "returncode": returncode,
+        "timed_out": started.stopped,
+        "duration_s": round(time.monotonic() - started.start, 3),
+    }
+    _write_record(started.folder, started.fork.key, record)
 
 
 def _write_record(folder: str, key: str, record: dict[str, Any]) -> None:

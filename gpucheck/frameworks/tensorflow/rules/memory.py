@@ -57,6 +57,8 @@ def not_judged(facts: Facts) -> str | None:
         return f"memory growth was not tried: {why}" if why else None
     if outcome.exit.status == "timeout":
         return f"memory growth: its TensorFlow process did not finish within {outcome.exit.duration_s:g} s"
+    if outcome.exit.status == "cancelled":
+        return f"memory growth: {outcome.exit.error or 'its TensorFlow process was stopped'}"
     if outcome.facts is not None and outcome.facts.applied is None and outcome.facts.not_checked:
         return f"memory growth: {outcome.facts.not_checked}"
     return None
@@ -188,7 +190,8 @@ def _setting(outcome: ProbeOutcome[MemoryConfigFacts], created_without_it: bool 
     if exit_.status in ("timeout", "cancelled"):
         return []  # not judged: not_judged() says so for the check
     if exit_.status != "ok":
-        how = "did not finish in time" if exit_.status == "timeout" else f"died ({exit_.signal or exit_.returncode})"
+        code = exit_.signal or (f"exit code {exit_.returncode}" if exit_.returncode is not None else None)
+        how = f"died ({code})" if code else "died"
         return [
             finding(
                 "memory-config-failed",

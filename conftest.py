@@ -356,6 +356,12 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # a `pytest --gpucheck` run elsewhere, which loads this conftest with the built-in checks
     if not hasattr(config, "workerinput"):
         compile_the_project()
+    # pytest keeps the test modules it rewrote (tests/__pycache__, its own file names) only where this process may
+    # write bytecode. Under PYTHONDONTWRITEBYTECODE=1 (this project's build machines) every process of the suite (each
+    # xdist worker, then the benchmark run) rewrote all of them again: collection took 4.1 s against 1.7 s from the
+    # cache (docs/measured.md, "Stop 44"). As compile_the_project above, for this checkout's files; the processes the
+    # tests start keep the environment as it is.
+    sys.dont_write_bytecode = False
     config.addinivalue_line(
         "markers",
         "slow: starts a pytest session, TensorFlow, a fake machine's processes or a command (set by conftest.py "

@@ -19,6 +19,7 @@ import sys
 import sysconfig
 import time
 import venv
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,29 +44,38 @@ def cached_venv(tag: str, packages: tuple[str, ...]) -> Path:
     interpreter (``<tag>-<digest>``), its install time and size written beside it (``complete``)."""
     wanted = "\n".join((*packages, *REQUIREMENTS))
     digest = hashlib.sha256((wanted + sys.version).encode()).hexdigest()[:12]
+    return _made_once(
+        f"{tag}-{digest}", [*packages, *REQUIREMENTS], f"installing {' '.join(packages)} for a venv of its own", f"{wanted}\n"
+    )
+
+
+def _made_once(
+    name: str, pip_args: list[str], what: str, record: str, prepare: Callable[[Path], None] | None = None
+) -> Path:
+    """The interpreter of the venv ``name`` under ``$XDG_CACHE_HOME/pytest-gpucheck`` (``~/.cache``): made once, in a
+    folder of its own renamed into place when complete (``prepare(folder)`` after the venv, then ``pip install
+    pip_args``), with ``record``, its install time and size written beside it (``complete``). ``what``: the install, in
+    the sentence of a failure."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpucheck"
-    home = cache / f"{tag}-{digest}"
+    home = cache / name
     if (home / "complete").exists():
         return home / "bin" / "python"
     cache.mkdir(parents=True, exist_ok=True)
-    building = cache / f".{tag}-{digest}-{os.getpid()}"
+    building = cache / f".{name}-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
     began = time.monotonic()
     venv.EnvBuilder(with_pip=True).create(building)
-    env = _pip_environment()
+    if prepare is not None:
+        prepare(building)
     done = subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages,
-         *REQUIREMENTS],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=env,
+        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pip_args],
+        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=_pip_environment(),
     )
     if done.returncode != 0:
         shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"installing {' '.join(packages)} for a venv of its own failed (pip needs its index):\n"
-                    f"{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
+        pytest.fail(f"{what} failed (pip needs its index):\n{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
     size = sum(p.stat().st_size for p in building.rglob("*") if p.is_file() and not p.is_symlink())
-    (building / "complete").write_text(
-        f"{wanted}\n# installed in {time.monotonic() - began:.0f} s, {size / 2**20:.0f} MiB\n"
-    )
+    (building / "complete").write_text(f"{record}# installed in {time.monotonic() - began:.0f} s, {size / 2**20:.0f} MiB\n")
     try:
         building.rename(home)
     except OSError:  # another process completed it first
@@ -86,36 +96,16 @@ def neighbours_python() -> Path:
     ours = sysconfig.get_paths()["purelib"]
     requirements = NEIGHBOURS_REQUIREMENTS.read_bytes()
     digest = hashlib.sha256(requirements + ours.encode() + sys.version.encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpucheck"
-    home = cache / f"neighbours-{digest}"
-    python = home / "bin" / "python"
-    if (home / "complete").exists():
-        return python
-    cache.mkdir(parents=True, exist_ok=True)
-    building = cache / f".neighbours-{digest}-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    began = time.monotonic()
-    venv.EnvBuilder(with_pip=True).create(building)
-    [site] = (building / "lib").glob("python*/site-packages")
-    # After the venv's own site-packages: what the projects need comes from here, the rest from this environment.
-    (site / "zz-gpucheck-project.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    done = subprocess.run(
-        [str(building / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-r", str(NEIGHBOURS_REQUIREMENTS)],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False, env=_pip_environment(),
+
+    def after_ours(building: Path) -> None:
+        # After the venv's own site-packages: what the projects need comes from there, the rest from this environment.
+        [site] = (building / "lib").glob("python*/site-packages")
+        (site / "zz-gpucheck-project.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+
+    return _made_once(
+        f"neighbours-{digest}", ["-r", str(NEIGHBOURS_REQUIREMENTS)],
+        f"installing {NEIGHBOURS_REQUIREMENTS.name} for the neighbours' suites", requirements.decode(), after_ours,
     )
-    if done.returncode != 0:
-        shutil.rmtree(building, ignore_errors=True)
-        pytest.fail(f"installing {NEIGHBOURS_REQUIREMENTS.name} for the neighbours' suites failed (pip needs its index):\n"
-                    f"{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
-    (building / "complete").write_text(
-        f"{NEIGHBOURS_REQUIREMENTS.read_text()}# installed in {time.monotonic() - began:.0f} s\n"
-    )
-    try:
-        building.rename(home)
-    except OSError:  # another process completed it first
-        shutil.rmtree(building, ignore_errors=True)
-    return python
 
 
 def _pip_environment() -> dict[str, str]:

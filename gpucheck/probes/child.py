@@ -38,6 +38,11 @@ def _die_with_parent() -> None:
         os._exit(3)
 
 
+def deadline_of(start: float, timeout: float) -> float:
+    """When a child that started at ``start`` leaves with what it has: its timeout less a margin to write it."""
+    return start + timeout - min(2.0, 0.1 * timeout)
+
+
 class _Watchdog:
     """Leaves the child with DEADLINE_EXIT when the probe's deadline (its timeout less a margin) or the
     current step's budget runs out, once a first result is written: the parent then has that result
@@ -45,7 +50,7 @@ class _Watchdog:
 
     def __init__(self, start: float) -> None:
         self.timeout = timeout_from_env()
-        self.deadline = start + self.timeout - min(2.0, 0.1 * self.timeout)
+        self.deadline = deadline_of(start, self.timeout)
         self._timer: threading.Timer | None = None
 
     def arm(self, budget: float | None) -> None:
@@ -122,8 +127,7 @@ def _reap_forked(start: float) -> None:
     """Wait for the probes this child forked (``gpucheck.probes.forked``), until its own deadline at the latest."""
     forked = sys.modules.get("gpucheck.probes.forked")
     if forked is not None:
-        timeout = timeout_from_env()
-        forked.wait_all(start + timeout - min(2.0, 0.1 * timeout))
+        forked.wait_all(deadline_of(start, timeout_from_env()))
 
 
 if __name__ == "__main__":

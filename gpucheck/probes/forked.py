@@ -30,7 +30,6 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,6 @@ from gpucheck.protocol import (
     DIE_WITH_PARENT_ENV,
     FORKED_ENV,
     FORKED_FOLDER,
-    Checkpoint,
     Fork,
     decode_forks,
     load_target,
@@ -158,15 +156,9 @@ def _become(fork: Fork, out: int, folder: str) -> None:
             sys.stderr.write(f"not a probe: {fork.target!r}\n")
             code = 2
             return
-        result = probe()
-        facts = os.path.join(folder, f"{fork.key}.json")
-        if isinstance(result, Iterator):
-            for partial in result:
-                stage("write facts")
-                _write_facts(facts, partial.data if isinstance(partial, Checkpoint) else partial)
-        else:
-            stage("write facts")
-            _write_facts(facts, result)
+        result = probe()  # one facts object: a forked probe is not staged
+        stage("write facts")
+        _write_facts(os.path.join(folder, f"{fork.key}.json"), result)
         code = 0
     except BaseException:  # noqa: BLE001 - whatever ends it, it ends here, and its traceback is its evidence
         traceback.print_exc()
